@@ -1,0 +1,154 @@
+"""Valid lengths, boolean masks and the masked softmax.
+
+Shape letters: B batch, Q queries, K keys.
+
+Three ways to say "which keys may a query look at" exist in the wild; this module
+converts between them and the rest of the course states which one each API takes.
+
+* ``valid_lens`` (D2L): an integer tensor of shape (B,) — the first ``valid_lens[b]``
+  keys are real for every query of batch element b — or (B, Q) — one length per query.
+* A *keep* mask (``torch.nn.functional.scaled_dot_product_attention``'s boolean
+  ``attn_mask``): True where the query **may** attend to the key.
+* A *padding* mask (``torch.nn.MultiheadAttention``'s boolean ``key_padding_mask`` and
+  ``attn_mask``): True where the key is **masked out**. It is the negation of a keep mask.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "valid_lens_to_mask",
+    "valid_lens_to_key_padding_mask",
+    "key_padding_mask_to_valid_lens",
+    "causal_mask",
+    "masked_softmax",
+]
+
+
+def _check_valid_lens(valid_lens: Tensor, batch: int, num_queries: int, num_keys: int) -> None:
+    if valid_lens.dtype.is_floating_point or valid_lens.dtype == torch.bool:
+        raise ValueError(f"valid_lens must be an integer tensor, got dtype {valid_lens.dtype}")
+    if valid_lens.dim() == 1:
+        if valid_lens.shape[0] != batch:
+            raise ValueError(
+                f"valid_lens of shape (B,) must have B={batch} entries, got shape {tuple(valid_lens.shape)}"
+            )
+    elif valid_lens.dim() == 2:
+        if tuple(valid_lens.shape) != (batch, num_queries):
+            raise ValueError(
+                f"valid_lens of shape (B, Q) must have shape ({batch}, {num_queries}), "
+                f"got {tuple(valid_lens.shape)}"
+            )
+    else:
+        raise ValueError(
+            f"valid_lens must have shape (B,)=({batch},) or (B, Q)=({batch}, {num_queries}), "
+            f"got {tuple(valid_lens.shape)}"
+        )
+    if valid_lens.numel() and (valid_lens.min() < 0 or valid_lens.max() > num_keys):
+        raise ValueError(f"valid_lens must lie in [0, K={num_keys}], got values "
+                         f"from {int(valid_lens.min())} to {int(valid_lens.max())}")
+
+
+def valid_lens_to_mask(valid_lens: Tensor, num_queries: int, num_keys: int) -> Tensor:
+    """Turn valid lengths into a keep mask (True = may attend).
+
+    Args:
+        valid_lens: integer tensor of shape (B,) or (B, Q).
+        num_queries: Q.
+        num_keys: K.
+
+    Returns:
+        Boolean tensor of shape (B, Q, K); ``mask[b, i, j]`` is True iff
+        ``j < valid_lens[b]`` (or ``valid_lens[b, i]``).
+    """
+    batch = valid_lens.shape[0] if valid_lens.dim() > 0 else 0
+    _check_valid_lens(valid_lens, batch, num_queries, num_keys)
+    lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None].expand(-1, num_queries)
+    positions = torch.arange(num_keys, device=valid_lens.device)
+    return positions[None, None, :] < lens[:, :, None]  # (B, Q, K)
+
+
+def valid_lens_to_key_padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
+    """Turn per-sequence valid lengths (B,) into ``nn.MultiheadAttention``'s
+    ``key_padding_mask``: shape (B, K), True at padded (ignored) positions."""
+    if valid_lens.dim() != 1:
+        raise ValueError(
+            "key_padding_mask has one row per sequence: valid_lens must have shape (B,), "
+            f"got {tuple(valid_lens.shape)}; per-query lengths (B, Q) need an attn_mask instead"
+        )
+    _check_valid_lens(valid_lens, valid_lens.shape[0], 1, num_keys)
+    positions = torch.arange(num_keys, device=valid_lens.device)
+    return positions[None, :] >= valid_lens[:, None]  # (B, K)
+
+
+def key_padding_mask_to_valid_lens(key_padding_mask: Tensor) -> Tensor:
+    """Inverse of :func:`valid_lens_to_key_padding_mask` for right-padded sequences.
+
+    Raises:
+        ValueError: if a row has a real key after a padded one (not right padding).
+    """
+    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2:
+        raise ValueError(
+            f"key_padding_mask must be a boolean (B, K) tensor, got {key_padding_mask.dtype} "
+            f"of shape {tuple(key_padding_mask.shape)}"
+        )
+    lens = (~key_padding_mask).sum(dim=1)
+    rebuilt = valid_lens_to_key_padding_mask(lens, key_padding_mask.shape[1])
+    if not torch.equal(rebuilt, key_padding_mask):
+        raise ValueError("key_padding_mask is not right padding (a real key follows a padded one); "
+                         "it cannot be written as valid lengths")
+    return lens
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None, *,
+                device: torch.device | str | None = None) -> Tensor:
+    """Keep mask of a causal (look-ahead) model: query i may attend to keys j <= i.
+
+    When ``num_keys > num_queries`` (queries are the last tokens of a longer sequence, as
+    in cached generation), query i sits at position ``num_keys - num_queries + i``.
+
+    Returns:
+        Boolean tensor (Q, K), True = may attend (SDPA convention). Negate it for
+        ``nn.MultiheadAttention``'s ``attn_mask``.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    if num_keys < num_queries:
+        raise ValueError(f"a causal mask needs num_keys >= num_queries, got K={num_keys} < Q={num_queries}")
+    offset = num_keys - num_queries
+    q = torch.arange(num_queries, device=device)[:, None]
+    k = torch.arange(num_keys, device=device)[None, :]
+    return k <= q + offset  # (Q, K)
+
+
+def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None) -> Tensor:
+    """Softmax over the last axis (the keys) that ignores keys beyond the valid length.
+
+    Masked scores are replaced by the most negative finite number *before* the softmax,
+    so the remaining weights still sum to one and masked keys get exactly zero weight.
+    (Zeroing weights *after* a softmax would leave rows that no longer sum to one.)
+
+    Args:
+        scores: (B, Q, K) attention scores.
+        valid_lens: None (no masking), (B,) or (B, Q) integers in [0, K].
+
+    Returns:
+        (B, Q, K) weights; each row sums to one over its valid keys. A row with valid
+        length 0 has no key to attend to: its weights are all zero (D2L's version returns
+        a uniform row there, PyTorch's SDPA returns NaN).
+
+    Shape:
+        scores (B, Q, K), valid_lens (B,) or (B, Q) -> (B, Q, K)
+    """
+    if scores.dim() != 3:
+        raise ValueError(f"scores must have shape (B, Q, K), got {tuple(scores.shape)}")
+    if valid_lens is None:
+        return torch.softmax(scores, dim=-1)
+    batch, num_queries, num_keys = scores.shape
+    if valid_lens.dim() == 0 or valid_lens.shape[0] != batch:
+        raise ValueError(f"valid_lens must have shape (B,)=({batch},) or (B, Q)=({batch}, {num_queries}), "
+                         f"got {tuple(valid_lens.shape)}")
+    keep = valid_lens_to_mask(valid_lens.to(scores.device), num_queries, num_keys)  # (B, Q, K)
+    filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    return torch.softmax(filled, dim=-1).masked_fill(~keep, 0.0)

@@ -1,0 +1,228 @@
+"""BLEU: D2L's sentence-level formula and standard corpus BLEU.
+
+Two different numbers both get called "BLEU", and the course reports both, each under
+its own name:
+
+* :func:`bleu` is the sentence-level score D2L defines (and
+  :func:`sentence_bleu_d2l_mean` averages it over a test set). For a prediction of length
+  ``len_pred`` and a label of length ``len_label``::
+
+      exp(min(0, 1 - len_label / len_pred)) * prod_{n=1..k} p_n ** (1 / 2**n)
+
+  where ``p_n`` is the clipped n-gram precision. The weights ``1/2**n`` favour long
+  matches less than standard BLEU's geometric mean, there is no smoothing, and it is on a
+  0-1 scale.
+* :func:`corpus_bleu` is the standard corpus BLEU of Papineni et al. (2002), as sacrebleu
+  computes it: clipped n-gram matches and n-gram counts are *summed over the corpus*
+  before the precisions are formed, the geometric mean has equal weights ``1/max_n``, the
+  brevity penalty uses the corpus lengths, and the result is on a 0-100 scale. The mean
+  of sentence scores is not the corpus score.
+
+Both take already tokenized text (lists of string tokens). The library never tokenizes
+here, so the number depends only on the tokens you pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Literal
+
+__all__ = ["bleu", "corpus_bleu", "sentence_bleu_d2l_mean", "ngram_counts"]
+
+SmoothMethod = Literal["none", "exp", "floor", "add-k"]
+
+# sacrebleu's defaults for the smoothing constants of "floor" and "add-k".
+_SMOOTH_DEFAULTS: dict[str, float | None] = {"none": None, "exp": None, "floor": 0.1, "add-k": 1.0}
+
+
+def _as_tokens(seq: Sequence[str] | str) -> list[str]:
+    # D2L's bleu takes strings and splits on single spaces; accept that form too.
+    return seq.split(" ") if isinstance(seq, str) else list(seq)
+
+
+def ngram_counts(tokens: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
+    """Count the n-grams of one token sequence.
+
+    Args:
+        tokens: the tokens.
+        n: the n-gram order (1 = unigrams).
+
+    Returns:
+        A Counter mapping each n-gram (a tuple of n tokens) to how often it occurs.
+    """
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def bleu(pred_tokens: Sequence[str] | str, label_tokens: Sequence[str] | str, k: int = 4) -> float:
+    """D2L's sentence BLEU of one prediction against one label, on a 0-1 scale.
+
+    ``exp(min(0, 1 - len_label/len_pred)) * prod_{n=1..min(k, len_pred)} p_n ** (1/2**n)``
+    with ``p_n`` = (clipped n-gram matches) / (number of n-grams in the prediction).
+    This reproduces ``d2l.bleu`` exactly, including its quirks: orders ``n > len_pred``
+    are skipped (not counted as zero), and no smoothing, so one order without a match
+    gives 0. One deliberate difference: an empty prediction scores 0.0 where d2l
+    raises ``ZeroDivisionError``.
+
+    Args:
+        pred_tokens: predicted tokens (a string is split on single spaces, as d2l does).
+        label_tokens: reference tokens (same).
+        k: the largest n-gram order.
+
+    Returns:
+        The score in [0, 1].
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    pred, label = _as_tokens(pred_tokens), _as_tokens(label_tokens)
+    len_pred, len_label = len(pred), len(label)
+    if len_pred == 0:
+        return 0.0
+    score = math.exp(min(0.0, 1.0 - len_label / len_pred))
+    for n in range(1, min(k, len_pred) + 1):
+        pred_ngrams = ngram_counts(pred, n)
+        label_ngrams = ngram_counts(label, n)
+        matches = sum(min(c, label_ngrams[g]) for g, c in pred_ngrams.items())
+        score *= math.pow(matches / (len_pred - n + 1), math.pow(0.5, n))
+    return score
+
+
+def sentence_bleu_d2l_mean(
+    predictions: Sequence[Sequence[str] | str],
+    references: Sequence[Sequence[str] | str],
+    k: int = 2,
+) -> float:
+    """Mean of D2L's :func:`bleu` over a test set, on a 0-1 scale.
+
+    This is what D2L prints after translating its four demo sentences with ``k=2``;
+    benchmarks call it "D2L's formula, k=2". It is not corpus BLEU (see
+    :func:`corpus_bleu`): each sentence counts equally whatever its length.
+
+    Args:
+        predictions: one token list (or space-separated string) per sentence.
+        references: one reference per sentence, same length as ``predictions``.
+        k: the largest n-gram order (D2L uses 2).
+
+    Returns:
+        The mean score in [0, 1].
+    """
+    if len(predictions) != len(references):
+        raise ValueError(
+            f"predictions and references must have the same length, got {len(predictions)} "
+            f"and {len(references)}"
+        )
+    if len(predictions) == 0:
+        raise ValueError("sentence_bleu_d2l_mean needs at least one sentence")
+    return sum(bleu(p, r, k) for p, r in zip(predictions, references)) / len(predictions)
+
+
+def _closest_ref_len(hyp_len: int, ref_lens: list[int]) -> int:
+    # The reference length closest to the hypothesis; ties go to the shorter one.
+    return min(ref_lens, key=lambda r: (abs(hyp_len - r), r))
+
+
+def corpus_bleu(
+    hypotheses: Sequence[Sequence[str]],
+    references: Sequence[Sequence[str]] | Sequence[Sequence[Sequence[str]]],
+    max_n: int = 4,
+    smooth: SmoothMethod = "exp",
+    smooth_value: float | None = None,
+    effective_order: bool = False,
+) -> float:
+    """Standard corpus BLEU (Papineni et al. 2002) on a 0-100 scale, as sacrebleu.
+
+    For each order n, clipped matches (each hypothesis n-gram counts at most as often as
+    in the reference that has most of it) and hypothesis n-gram totals are summed over
+    the corpus; ``p_n = matches_n / total_n``. The score is
+    ``100 * BP * exp(mean_n log p_n)`` with ``BP = exp(1 - r/c)`` when the corpus
+    hypothesis length ``c`` is below the reference length ``r`` (per sentence, the
+    reference length closest to the hypothesis length, ties to the shorter), else 1.
+    It equals ``sacrebleu.corpus_bleu(..., tokenize='none', force=True)`` on
+    space-joined tokens with the same smoothing.
+
+    Args:
+        hypotheses: one token list per sentence.
+        references: one reference token list per sentence, or a list of references
+            (each a token list) per sentence. Note the layout: per sentence, not
+            sacrebleu's per reference stream.
+        max_n: the largest n-gram order.
+        smooth: what to do with an order that has no match, as in sacrebleu:
+            ``"exp"`` (sacrebleu's default; the k-th such order gets
+            ``1 / (2**k * total_n)``), ``"floor"`` (``smooth_value / total_n``),
+            ``"add-k"`` (add ``smooth_value`` to matches and totals of orders >= 2), or
+            ``"none"`` (the score is 0, as in the original paper).
+        smooth_value: the constant of ``"floor"`` (default 0.1) and ``"add-k"`` (default 1).
+        effective_order: if True, average only over the orders up to the longest one the
+            hypotheses contain (for very short sentences).
+
+    Returns:
+        BLEU in [0, 100].
+    """
+    if smooth not in _SMOOTH_DEFAULTS:
+        raise ValueError(f"smooth must be one of {sorted(_SMOOTH_DEFAULTS)}, got {smooth!r}")
+    if max_n < 1:
+        raise ValueError(f"max_n must be >= 1, got {max_n}")
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"need one reference (or list of references) per hypothesis: got "
+            f"{len(hypotheses)} hypotheses and {len(references)} references"
+        )
+    if smooth_value is None:
+        smooth_value = _SMOOTH_DEFAULTS[smooth]
+
+    matches = [0.0] * max_n
+    totals = [0.0] * max_n
+    sys_len = ref_len = 0
+    for hyp, refs in zip(hypotheses, references):
+        if isinstance(hyp, str):
+            raise ValueError("hypotheses must be token lists, not strings; split them first")
+        ref_list: list[Sequence[str]]
+        if len(refs) > 0 and not isinstance(refs[0], str):
+            ref_list = list(refs)  # type: ignore[arg-type]  # several references
+        else:
+            ref_list = [refs]  # type: ignore[list-item]  # one reference
+        if not ref_list or any(isinstance(r, str) for r in ref_list):
+            raise ValueError("each reference must be a token list (or a list of token lists)")
+        sys_len += len(hyp)
+        ref_len += _closest_ref_len(len(hyp), [len(r) for r in ref_list])
+        for n in range(1, max_n + 1):
+            hyp_counts = ngram_counts(hyp, n)
+            # Clip by the largest count of the n-gram in any one reference.
+            max_ref: Counter[tuple[str, ...]] = Counter()
+            for r in ref_list:
+                for g, c in ngram_counts(r, n).items():
+                    max_ref[g] = max(max_ref[g], c)
+            matches[n - 1] += sum(min(c, max_ref[g]) for g, c in hyp_counts.items())
+            totals[n - 1] += sum(hyp_counts.values())
+
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1.0 - ref_len / sys_len) if sys_len > 0 else 0.0
+    if not any(matches):
+        return 0.0
+
+    log_precisions: list[float] = []
+    exp_halvings = 1.0
+    eff_order = max_n
+    for n in range(1, max_n + 1):
+        m, t = matches[n - 1], totals[n - 1]
+        if smooth == "add-k" and n > 1:
+            m, t = m + smooth_value, t + smooth_value  # type: ignore[operator]
+        if t == 0:
+            break  # no n-grams of this order at all; later orders are empty too
+        if effective_order:
+            eff_order = n
+        if m > 0:
+            p = m / t
+        elif smooth == "exp":
+            exp_halvings *= 2
+            p = 1.0 / (exp_halvings * t)
+        elif smooth == "floor":
+            p = smooth_value / t  # type: ignore[operator]
+        else:
+            return 0.0  # log 0: the geometric mean is 0
+        log_precisions.append(math.log(p))
+    if len(log_precisions) < eff_order:
+        return 0.0  # an order with no n-grams at all counts as precision 0
+    return 100.0 * bp * math.exp(sum(log_precisions[:eff_order]) / eff_order)

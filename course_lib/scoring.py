@@ -1,0 +1,187 @@
+"""Attention scoring functions: scaled dot-product and additive (Bahdanau) attention.
+
+Shape letters: B batch, Q queries (L in PyTorch's docs), K keys (S), D query/key size,
+Dv value size. ``...`` stands for any leading batch axes (e.g. B, H).
+
+Two APIs, each with the mask convention of the library it mirrors:
+
+* :func:`scaled_dot_product_attention` mirrors ``F.scaled_dot_product_attention``:
+  a boolean ``attn_mask`` is True where a query **may** attend; a float mask is added
+  to the scores. It also returns the weights, which PyTorch's function does not.
+* :class:`DotProductAttention` and :class:`AdditiveAttention` mirror D2L: a
+  ``valid_lens`` tensor of shape (B,) or (B, Q) keeps the first ``valid_lens`` keys
+  (see :mod:`course_lib.masking`). ``valid_lens=v`` is the same as the keep mask
+  ``valid_lens_to_mask(v, Q, K)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.masking import causal_mask, masked_softmax
+
+__all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention"]
+
+
+def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise ValueError("query, key and value need at least 2 dimensions (..., T, E); got shapes "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must have the same last size D: query (..., Q, D) is "
+                         f"{tuple(query.shape)}, key (..., K, D) is {tuple(key.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same number of positions K: key is "
+                         f"{tuple(key.shape)}, value (..., K, Dv) is {tuple(value.shape)}")
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    need_weights: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """softmax(Q K^T * scale + mask) V, returning the weights as well.
+
+    Args:
+        query: (..., Q, D).
+        key: (..., K, D).
+        value: (..., K, Dv).
+        attn_mask: broadcastable to (..., Q, K). Boolean: True = may attend (PyTorch SDPA's
+            convention, the *opposite* of ``nn.MultiheadAttention``'s). Float: added to
+            the scores (use ``-inf`` to forbid).
+        dropout_p: dropout on the weights (applied whenever > 0, as in PyTorch).
+        is_causal: query i may attend to keys j <= i (+ K - Q when K > Q, i.e. the queries
+            are the last Q positions). Combined with ``attn_mask`` if both are given.
+        scale: defaults to 1 / sqrt(D).
+        need_weights: if False, take PyTorch's fused kernel and return ``None`` weights.
+
+    Returns:
+        ``(output, weights)``: output (..., Q, Dv); weights (..., Q, K) before dropout, or
+        None. A query that may attend to no key gets all-zero weights and a zero output
+        (PyTorch's SDPA returns NaN there); both paths agree on this.
+    """
+    _check_qkv(query, key, value)
+    num_q, num_k = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+
+    keep: Tensor | None = None
+    additive: Tensor | None = None
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            keep = attn_mask
+        else:
+            additive = attn_mask.to(query.dtype)
+    if is_causal:
+        causal = causal_mask(num_q, num_k, device=query.device)
+        keep = causal if keep is None else keep & causal
+
+    if not need_weights:
+        fused_mask: Tensor | None = None
+        all_rows_alive = True
+        if keep is not None and additive is None:
+            fused_mask = keep
+            all_rows_alive = bool(keep.any(dim=-1).all())
+        elif additive is not None:
+            fused_mask = additive if keep is None else additive.masked_fill(~keep, float("-inf"))
+            all_rows_alive = bool((fused_mask > float("-inf")).any(dim=-1).all())
+        if all_rows_alive:
+            out = F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
+                                                 dropout_p=dropout_p, scale=scale)
+            return out, None
+
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scale  # (..., Q, K)
+    if additive is not None:
+        scores = scores + additive
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    dead = torch.isneginf(scores).all(dim=-1, keepdim=True)  # rows with no key to attend to
+    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(attended, value), (weights if need_weights else None)
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product attention with D2L's ``valid_lens`` masking.
+
+    Scores are q.k / sqrt(D): for q and k with i.i.d. entries of mean 0 and variance 1 the
+    dot product has variance D, so dividing by sqrt(D) keeps the scores at unit variance
+    and the softmax out of its saturated, vanishing-gradient regime.
+
+    Args:
+        dropout: dropout probability on the attention weights.
+
+    Shape:
+        queries (B, Q, D), keys (B, K, D), values (B, K, Dv),
+        valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+    """
+
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: Tensor | None = None
+
+    def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
+                valid_lens: Tensor | None = None) -> Tensor:
+        _check_qkv(queries, keys, values)
+        if queries.dim() != 3:
+            raise ValueError(f"queries must have shape (B, Q, D), got {tuple(queries.shape)}")
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])  # (B, Q, K)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class AdditiveAttention(nn.Module):
+    """Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
+
+    Queries and keys may have different sizes; both are projected to ``num_hiddens``.
+    Parameter names (``W_q``, ``W_k``, ``w_v``, all without bias) match D2L's so weights
+    can be copied between the two.
+
+    Args:
+        key_size: size of each key.
+        query_size: size of each query.
+        num_hiddens: size of the hidden layer of the scoring MLP.
+        dropout: dropout probability on the attention weights.
+
+    Shape:
+        queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
+        valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+    """
+
+    def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: Tensor | None = None
+
+    def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
+                valid_lens: Tensor | None = None) -> Tensor:
+        if queries.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
+            raise ValueError("AdditiveAttention expects queries (B, Q, query_size), keys (B, K, key_size), "
+                             f"values (B, K, Dv); got {tuple(queries.shape)}, {tuple(keys.shape)}, "
+                             f"{tuple(values.shape)}")
+        if queries.shape[-1] != self.W_q.in_features or keys.shape[-1] != self.W_k.in_features:
+            raise ValueError(f"expected query size {self.W_q.in_features} and key size "
+                             f"{self.W_k.in_features}, got {queries.shape[-1]} and {keys.shape[-1]}")
+        if keys.shape[:2] != values.shape[:2]:
+            raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
+                             f"{tuple(values.shape)} must agree on B and K")
+        q, k = self.W_q(queries), self.W_k(keys)  # (B, Q, h), (B, K, h)
+        features = torch.tanh(q.unsqueeze(2) + k.unsqueeze(1))  # (B, Q, K, h)
+        scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
