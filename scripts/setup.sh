@@ -2,11 +2,14 @@
 # One-command set-up: a virtual environment in .venv with everything the course needs.
 #   bash scripts/setup.sh            # creates/updates .venv
 #   PYTHON=python3.12 bash scripts/setup.sh
-# Works offline except for the package registry. Safe to re-run.
+#   bash scripts/setup.sh --here     # install into the active Python (e.g. a conda env)
+# Needs only the package registry (PyPI). Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+HERE=0
+[ "${1:-}" = "--here" ] && HERE=1
 
 "$PYTHON" - <<'PY'
 import sys
@@ -15,14 +18,19 @@ if sys.version_info < (3, 11):
              "Set PYTHON=python3.11 (or newer) and re-run.")
 PY
 
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+if [ "$HERE" = 1 ]; then
+  PY=$("$PYTHON" -c 'import sys; print(sys.executable)')
+else
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  PY="$VENV/bin/python"
+fi
+PIP=("$PY" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade pip
 
 # 1. torch first, CPU build. A plain `torch` would pull a multi-GB CUDA build.
 #    TORCH_SPEC overrides (e.g. TORCH_SPEC="torch==2.14.1 torchvision==0.29.1").
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
-if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+if ! "$PY" -c "import torch" 2>/dev/null; then
   # shellcheck disable=SC2086
   "${PIP[@]}" install -q $TORCH_SPEC || "${PIP[@]}" install -q torch --index-url https://download.pytorch.org/whl/cpu
 fi
@@ -35,6 +43,6 @@ fi
 "${PIP[@]}" install -q --no-deps "d2l==1.0.3"
 
 # 4. A Jupyter kernel named after the course, so notebooks find this environment.
-"$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+"$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 
-"$VENV/bin/python" -c "import course_lib, torch; print(f'course_lib {course_lib.__version__} ready: torch {torch.__version__}, Python', __import__('sys').version.split()[0])"
+"$PY" -c "import course_lib, torch; print(f'course_lib {course_lib.__version__} ready: torch {torch.__version__}, Python', __import__('sys').version.split()[0])"

@@ -1,0 +1,430 @@
+"""Decoding a trained seq2seq model: greedy search, beam search, and translation.
+
+Shape letters: B batch, S source length, V target vocabulary size, K beam size.
+
+Every seq2seq model of the course (GRU, Bahdanau, Transformer) implements the
+:class:`Seq2SeqModel` protocol: ``encode`` the source once, then ``decode_step`` one
+token at a time, starting from ``<bos>``. The functions here only use that protocol, so
+they work for all of them and for the small fake models of the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Seq2SeqModel",
+    "greedy_decode",
+    "beam_search",
+    "beam_search_batch",
+    "sequence_log_prob",
+    "translate",
+]
+
+
+@runtime_checkable
+class Seq2SeqModel(Protocol):
+    """What decoding needs from a seq2seq model.
+
+    ``state`` is whatever the model needs between steps (encoder outputs, hidden state,
+    cached keys and values, source valid lengths ...); decoding never looks inside it.
+    A model may also set ``last_attention_weights`` after each ``decode_step`` (a tensor
+    whose first axis is the batch, or a list / tuple of such tensors, e.g. one per layer);
+    :func:`greedy_decode` collects it when asked.
+    """
+
+    def __call__(self, src: Tensor, src_valid_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: logits ``(B, L, V)`` for source ``(B, S)`` and target input ``(B, L)``."""
+        ...
+
+    def encode(self, src: Tensor, src_valid_lens: Tensor) -> Any:
+        """Encode a source batch ``(B, S)`` with valid lengths ``(B,)``; returns the decoder state."""
+        ...
+
+    def decode_step(self, prev_tokens: Tensor, state: Any) -> tuple[Tensor, Any]:
+        """One step: previous tokens ``(B,)`` -> (next-token logits ``(B, V)``, new state)."""
+        ...
+
+    def reorder_state(self, state: Any, index: Tensor) -> Any:
+        """Keep / repeat batch rows: row ``i`` of the result is row ``index[i]`` of ``state``."""
+        ...
+
+
+def _check_src(src: Tensor, src_valid_lens: Tensor) -> None:
+    if src.dim() != 2:
+        raise ValueError(f"src must have shape (B, S), got {tuple(src.shape)}; add a batch axis with src[None]")
+    if src_valid_lens.shape != (src.shape[0],):
+        raise ValueError(
+            f"src_valid_lens must have shape (B,) = ({src.shape[0]},), got {tuple(src_valid_lens.shape)}"
+        )
+
+
+def _select_row(obj: Any, b: int) -> Any:
+    if isinstance(obj, Tensor):
+        return obj[b].detach().clone()
+    if isinstance(obj, (list, tuple)):
+        return [_select_row(o, b) for o in obj]
+    return None
+
+
+def _stack_steps(steps: list[Any]) -> Any:
+    if not steps:
+        return None
+    if isinstance(steps[0], Tensor):
+        return torch.stack(steps)  # (steps, ...)
+    if isinstance(steps[0], list):
+        return [_stack_steps([s[i] for s in steps]) for i in range(len(steps[0]))]
+    return None
+
+
+class _EvalMode:
+    """Eval mode and no gradients inside; the previous mode is restored on exit."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.was_training = bool(getattr(model, "training", False))
+        self.no_grad = torch.no_grad()
+
+    def __enter__(self) -> None:
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        self.no_grad.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.no_grad.__exit__(*exc)
+        if hasattr(self.model, "train"):
+            self.model.train(self.was_training)
+
+
+def greedy_decode(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_valid_lens: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    return_attention: bool = False,
+) -> list[list[int]] | tuple[list[list[int]], list[Any]]:
+    """Greedy decoding of a batch: at each step, feed back the most likely token.
+
+    Rows are decoded together; a row stops at its first ``<eos>`` (which is not included
+    in its tokens) or after ``max_len`` tokens. The loop ends when every row has stopped.
+
+    Args:
+        model: a :class:`Seq2SeqModel`.
+        src: source token ids.
+        src_valid_lens: real tokens per source row.
+        bos_id: the ``<bos>`` id fed at the first step.
+        eos_id: the ``<eos>`` id that ends a row.
+        max_len: the most tokens generated per row (``<eos>`` included).
+        return_attention: also return, per row, the model's ``last_attention_weights``
+            of each step stacked along a new first axis (one step per generated token,
+            plus the step that produced ``<eos>`` if any). ``None`` for a row if the
+            model does not expose attention weights.
+
+    Returns:
+        Token ids per row (without ``<bos>`` and ``<eos>``); with ``return_attention``,
+        the pair ``(tokens, attention)``.
+
+    Shape:
+        src ``(B, S)``, src_valid_lens ``(B,)``. Attention of row ``b``: ``(steps, ...)``
+        where ``...`` is the model's per-row attention shape, e.g. ``(S,)`` for Bahdanau
+        attention or ``(H, 1, S)`` per layer for a Transformer.
+    """
+    _check_src(src, src_valid_lens)
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    batch = src.shape[0]
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    attention: list[list[Any]] = [[] for _ in range(batch)]
+    with _EvalMode(model):
+        state = model.encode(src, src_valid_lens)
+        prev = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
+        done = [False] * batch
+        for _ in range(max_len):
+            logits, state = model.decode_step(prev, state)
+            prev = logits.argmax(dim=-1)  # (B,)
+            weights = getattr(model, "last_attention_weights", None) if return_attention else None
+            for b, tok in enumerate(prev.tolist()):
+                if done[b]:
+                    continue
+                if weights is not None:
+                    attention[b].append(_select_row(weights, b))
+                if tok == eos_id:
+                    done[b] = True
+                else:
+                    tokens[b].append(tok)
+            if all(done):
+                break
+    if return_attention:
+        return tokens, [_stack_steps(a) for a in attention]
+    return tokens
+
+
+def sequence_log_prob(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_valid_lens: Tensor,
+    tokens: Sequence[int],
+    *,
+    bos_id: int,
+) -> float:
+    """Log-probability the model gives to one output sequence (e.g. greedy's).
+
+    Args:
+        model: a :class:`Seq2SeqModel`.
+        src: one source row.
+        src_valid_lens: its valid length.
+        tokens: the output tokens, ``<eos>`` included if the sequence ended with it.
+        bos_id: the ``<bos>`` id.
+
+    Returns:
+        ``sum_t log P(tokens[t] | src, tokens[:t])``.
+
+    Shape:
+        src ``(1, S)``, src_valid_lens ``(1,)``.
+    """
+    _check_src(src, src_valid_lens)
+    if src.shape[0] != 1:
+        raise ValueError(f"sequence_log_prob scores one sentence: src must be (1, S), got {tuple(src.shape)}")
+    total = 0.0
+    with _EvalMode(model):
+        state = model.encode(src, src_valid_lens)
+        prev = torch.tensor([bos_id], dtype=torch.long, device=src.device)
+        for tok in tokens:
+            logits, state = model.decode_step(prev, state)
+            total += float(torch.log_softmax(logits.double(), dim=-1)[0, tok])
+            prev = torch.tensor([tok], dtype=torch.long, device=src.device)
+    return total
+
+
+def _final_score(log_prob: float, length: int, length_penalty: float) -> float:
+    # D2L's length normalization: log P / L**alpha (alpha = 0: plain log-probability).
+    return log_prob / (max(length, 1) ** length_penalty) if length_penalty else log_prob
+
+
+def beam_search_batch(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_valid_lens: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int,
+    max_len: int,
+    length_penalty: float = 0.0,
+    n_best: int | None = None,
+) -> list[list[tuple[list[int], float]]]:
+    """Beam search on each row of a batch; see :func:`beam_search` for one sentence.
+
+    Args:
+        model: a :class:`Seq2SeqModel`.
+        src: source token ids.
+        src_valid_lens: real tokens per source row.
+        bos_id: the ``<bos>`` id fed at the first step.
+        eos_id: the ``<eos>`` id that ends a hypothesis.
+        beam_size: hypotheses kept per row at every step (K).
+        max_len: the most tokens per hypothesis (``<eos>`` included).
+        length_penalty: alpha in D2L's score ``log P / L**alpha``, with ``L`` the number of
+            tokens including ``<eos>``. 0 ranks by plain log-probability, which favours
+            short outputs; D2L suggests 0.75.
+        n_best: hypotheses returned per row (default ``beam_size``).
+
+    Returns:
+        Per row, a list of ``(tokens, score)`` best first; tokens without ``<bos>`` and
+        ``<eos>``; score as above.
+
+    Shape:
+        src ``(B, S)``, src_valid_lens ``(B,)``. Internally the state has ``B * K`` rows.
+    """
+    _check_src(src, src_valid_lens)
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    n_best = beam_size if n_best is None else n_best
+    batch, k = src.shape[0], beam_size
+    device = src.device
+
+    # finished[b]: (tokens, log P, length counted for the penalty)
+    finished: list[list[tuple[list[int], float, int]]] = [[] for _ in range(batch)]
+    with _EvalMode(model):
+        state = model.encode(src, src_valid_lens)
+        state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
+        prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
+        # Only the first copy of each row is alive at the start, so the K copies do not
+        # all propose the same continuations.
+        scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
+        scores[:, 0] = 0.0
+        prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
+        row_done = [False] * batch
+        for step in range(max_len):
+            logits, state = model.decode_step(prev, state)
+            log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*K, V)
+            vocab = log_probs.shape[-1]
+            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, K*V)
+            # 2K candidates always leave K that do not end, even if K of them are <eos>.
+            top_scores, top_index = total.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K)
+            new_scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
+            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*K,)
+            new_prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
+            next_tokens = torch.full((batch * k,), eos_id, dtype=torch.long, device=device)
+            for b in range(batch):
+                if row_done[b]:
+                    continue
+                alive = 0
+                for rank, (s, idx) in enumerate(zip(top_scores[b].tolist(), top_index[b].tolist())):
+                    if s == -math.inf or alive == k:
+                        break
+                    beam, tok = divmod(idx, vocab)
+                    if tok == eos_id:
+                        # Only an <eos> among the K best candidates ends a hypothesis (as
+                        # in fairseq); with K = 1 this makes beam search exactly greedy.
+                        if rank < k:
+                            finished[b].append((prefixes[b][beam], s, len(prefixes[b][beam]) + 1))
+                        continue
+                    new_scores[b, alive] = s
+                    new_prefixes[b][alive] = prefixes[b][beam] + [tok]
+                    source_rows[b * k + alive] = b * k + beam
+                    next_tokens[b * k + alive] = tok
+                    alive += 1
+            scores, prefixes, prev = new_scores, new_prefixes, next_tokens
+            state = model.reorder_state(state, source_rows)
+            for b in range(batch):
+                if row_done[b]:
+                    continue
+                best_alive = float(scores[b].max())
+                if best_alive == -math.inf:
+                    row_done[b] = True
+                elif length_penalty == 0 and len(finished[b]) >= n_best:
+                    # Log-probabilities only go down as a prefix grows, so no alive beam
+                    # can overtake the n_best-th finished hypothesis any more.
+                    kth = sorted((f[1] for f in finished[b]), reverse=True)[n_best - 1]
+                    row_done[b] = best_alive <= kth
+            if all(row_done):
+                break
+    results: list[list[tuple[list[int], float]]] = []
+    for b in range(batch):
+        candidates = list(finished[b])
+        if not row_done[b]:  # max_len reached: unfinished beams compete as they are
+            for beam in range(k):
+                s = float(scores[b, beam])
+                if s > -math.inf:
+                    candidates.append((prefixes[b][beam], s, len(prefixes[b][beam])))
+        ranked = sorted(
+            ((toks, _final_score(lp, n, length_penalty)) for toks, lp, n in candidates),
+            key=lambda c: c[1],
+            reverse=True,
+        )
+        results.append(ranked[:n_best])
+    return results
+
+
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_valid_lens: Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int,
+    max_len: int,
+    length_penalty: float = 0.0,
+    n_best: int | None = None,
+) -> list[tuple[list[int], float]]:
+    """Beam search for one source sentence.
+
+    Keep the ``beam_size`` most likely prefixes at each step. A prefix whose best
+    continuation is ``<eos>`` becomes a finished hypothesis; the search stops when
+    ``max_len`` is reached or (with ``length_penalty=0``) when no live prefix can beat
+    the finished ones. With ``beam_size=1`` this is greedy decoding; with ``beam_size``
+    large enough to keep every prefix it is exhaustive search.
+
+    Args:
+        model: a :class:`Seq2SeqModel`.
+        src: one source sentence (``(S,)`` is accepted too).
+        src_valid_lens: its valid length.
+        bos_id, eos_id, beam_size, max_len, length_penalty, n_best: see
+            :func:`beam_search_batch`.
+
+    Returns:
+        ``(tokens, score)`` pairs, best first; tokens without ``<bos>``/``<eos>``; score is
+        ``log P / L**length_penalty``.
+
+    Shape:
+        src ``(1, S)``, src_valid_lens ``(1,)``. For a batch use :func:`beam_search_batch`.
+    """
+    if src.dim() == 1:
+        src = src.unsqueeze(0)  # (1, S)
+    src_valid_lens = src_valid_lens.reshape(-1)  # (1,)
+    if src.shape[0] != 1:
+        raise ValueError(
+            f"beam_search decodes one sentence, src (1, S); got {tuple(src.shape)}. "
+            "Use beam_search_batch for a batch."
+        )
+    return beam_search_batch(
+        model, src, src_valid_lens, bos_id=bos_id, eos_id=eos_id, beam_size=beam_size,
+        max_len=max_len, length_penalty=length_penalty, n_best=n_best,
+    )[0]
+
+
+def translate(
+    model: Seq2SeqModel,
+    sentences: Sequence[str],
+    src_vocab: Any,
+    tgt_vocab: Any,
+    tokenize: Callable[[str], list[str]],
+    *,
+    max_len: int,
+    beam_size: int = 1,
+    length_penalty: float = 0.0,
+    append_src_eos: bool = True,
+    device: str | torch.device = "cpu",
+) -> list[str]:
+    """Translate sentences: tokenize, encode, decode, and join the output tokens.
+
+    Args:
+        model: a :class:`Seq2SeqModel`.
+        sentences: source sentences.
+        src_vocab: source vocabulary (``encode(tokens)``, ``.pad``, ``.eos``).
+        tgt_vocab: target vocabulary (``decode(ids)`` drops specials, ``.bos``, ``.eos``).
+        tokenize: splits a sentence into tokens (e.g. ``course_lib.data.tokenize``);
+            passed in so this module does not depend on the data module.
+        max_len: the most output tokens.
+        beam_size: 1 for greedy decoding, more for beam search.
+        length_penalty: for beam search, see :func:`beam_search_batch`.
+        append_src_eos: append ``<eos>`` to each source, as the training batches do.
+        device: where the source tensors go.
+
+    Returns:
+        One string per sentence, tokens joined by single spaces.
+    """
+    if not sentences:
+        return []
+    ids = [list(src_vocab.encode(tokenize(s))) + ([src_vocab.eos] if append_src_eos else []) for s in sentences]
+    lens = [len(x) for x in ids]
+    width = max(max(lens), 1)
+    src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids], dtype=torch.long, device=device)
+    valid = torch.tensor(lens, dtype=torch.long, device=device)
+    if beam_size == 1:
+        outputs = greedy_decode(model, src, valid, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, max_len=max_len)
+        assert isinstance(outputs, list)
+    else:
+        outputs = [
+            hyps[0][0]
+            for hyps in beam_search_batch(
+                model, src, valid, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos,
+                beam_size=beam_size, max_len=max_len, length_penalty=length_penalty, n_best=1,
+            )
+        ]
+    texts = []
+    for out in outputs:
+        decoded = tgt_vocab.decode(out)
+        texts.append(decoded if isinstance(decoded, str) else " ".join(decoded))
+    return texts
