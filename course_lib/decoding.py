@@ -3,22 +3,24 @@
 Shape letters: B batch, S source length, V target vocabulary size, K beam size.
 
 Every seq2seq model of the course (GRU, Bahdanau, Transformer) implements the
-:class:`Seq2SeqModel` protocol: ``encode`` the source once, then ``decode_step`` one
-token at a time, starting from ``<bos>``. The functions here only use that protocol, so
-they work for all of them and for the small fake models of the tests.
+:class:`Seq2SeqModel` protocol: ``forward`` for teacher forcing, and for decoding,
+``encode`` the source once, then ``decode_step`` one token at a time, starting from
+``<bos>``. The functions here only use the decoding half (:class:`StepDecoder`), so they
+work for all of them and for the small fake models of the tests.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import torch
 from torch import Tensor
 
 __all__ = [
     "Seq2SeqModel",
+    "StepDecoder",
     "greedy_decode",
     "beam_search",
     "beam_search_batch",
@@ -28,8 +30,8 @@ __all__ = [
 
 
 @runtime_checkable
-class Seq2SeqModel(Protocol):
-    """What decoding needs from a seq2seq model.
+class StepDecoder(Protocol):
+    """What decoding needs: encode once, then one token at a time.
 
     ``state`` is whatever the model needs between steps (encoder outputs, hidden state,
     cached keys and values, source valid lengths ...); decoding never looks inside it.
@@ -38,20 +40,28 @@ class Seq2SeqModel(Protocol):
     :func:`greedy_decode` collects it when asked.
     """
 
-    def __call__(self, src: Tensor, src_valid_lens: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: logits ``(B, L, V)`` for source ``(B, S)`` and target input ``(B, L)``."""
-        ...
-
     def encode(self, src: Tensor, src_valid_lens: Tensor) -> Any:
         """Encode a source batch ``(B, S)`` with valid lengths ``(B,)``; returns the decoder state."""
         ...
 
     def decode_step(self, prev_tokens: Tensor, state: Any) -> tuple[Tensor, Any]:
-        """One step: previous tokens ``(B,)`` -> (next-token logits ``(B, V)``, new state)."""
+        """One step: previous tokens ``(B,)`` -> (next-token logits ``(B, V)``, new state).
+
+        The first call gets ``<bos>`` for every row."""
         ...
 
     def reorder_state(self, state: Any, index: Tensor) -> Any:
         """Keep / repeat batch rows: row ``i`` of the result is row ``index[i]`` of ``state``."""
+        ...
+
+
+@runtime_checkable
+class Seq2SeqModel(StepDecoder, Protocol):
+    """A seq2seq model of the course (GRU, Bahdanau, Transformer): a :class:`StepDecoder`
+    that can also be trained with teacher forcing through ``forward``."""
+
+    def __call__(self, src: Tensor, src_valid_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: logits ``(B, L, V)`` for source ``(B, S)`` and target input ``(B, L)``."""
         ...
 
 
@@ -101,8 +111,22 @@ class _EvalMode:
             self.model.train(self.was_training)
 
 
+@overload
 def greedy_decode(
-    model: Seq2SeqModel,
+    model: StepDecoder, src: Tensor, src_valid_lens: Tensor, *, bos_id: int, eos_id: int,
+    max_len: int, return_attention: Literal[False] = ...,
+) -> list[list[int]]: ...
+
+
+@overload
+def greedy_decode(
+    model: StepDecoder, src: Tensor, src_valid_lens: Tensor, *, bos_id: int, eos_id: int,
+    max_len: int, return_attention: Literal[True],
+) -> tuple[list[list[int]], list[Any]]: ...
+
+
+def greedy_decode(
+    model: StepDecoder,
     src: Tensor,
     src_valid_lens: Tensor,
     *,
@@ -117,7 +141,7 @@ def greedy_decode(
     in its tokens) or after ``max_len`` tokens. The loop ends when every row has stopped.
 
     Args:
-        model: a :class:`Seq2SeqModel`.
+        model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
         src: source token ids.
         src_valid_lens: real tokens per source row.
         bos_id: the ``<bos>`` id fed at the first step.
@@ -168,7 +192,7 @@ def greedy_decode(
 
 
 def sequence_log_prob(
-    model: Seq2SeqModel,
+    model: StepDecoder,
     src: Tensor,
     src_valid_lens: Tensor,
     tokens: Sequence[int],
@@ -178,7 +202,7 @@ def sequence_log_prob(
     """Log-probability the model gives to one output sequence (e.g. greedy's).
 
     Args:
-        model: a :class:`Seq2SeqModel`.
+        model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
         src: one source row.
         src_valid_lens: its valid length.
         tokens: the output tokens, ``<eos>`` included if the sequence ended with it.
@@ -210,7 +234,7 @@ def _final_score(log_prob: float, length: int, length_penalty: float) -> float:
 
 
 def beam_search_batch(
-    model: Seq2SeqModel,
+    model: StepDecoder,
     src: Tensor,
     src_valid_lens: Tensor,
     *,
@@ -224,7 +248,7 @@ def beam_search_batch(
     """Beam search on each row of a batch; see :func:`beam_search` for one sentence.
 
     Args:
-        model: a :class:`Seq2SeqModel`.
+        model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
         src: source token ids.
         src_valid_lens: real tokens per source row.
         bos_id: the ``<bos>`` id fed at the first step.
@@ -264,7 +288,7 @@ def beam_search_batch(
         scores[:, 0] = 0.0
         prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
         row_done = [False] * batch
-        for step in range(max_len):
+        for _ in range(max_len):
             logits, state = model.decode_step(prev, state)
             log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*K, V)
             vocab = log_probs.shape[-1]
@@ -285,7 +309,7 @@ def beam_search_batch(
                     beam, tok = divmod(idx, vocab)
                     if tok == eos_id:
                         # Only an <eos> among the K best candidates ends a hypothesis (as
-                        # in fairseq); with K = 1 this makes beam search exactly greedy.
+                        # in fairseq): one a K-wide beam would have pruned is not kept.
                         if rank < k:
                             finished[b].append((prefixes[b][beam], s, len(prefixes[b][beam]) + 1))
                         continue
@@ -327,7 +351,7 @@ def beam_search_batch(
 
 
 def beam_search(
-    model: Seq2SeqModel,
+    model: StepDecoder,
     src: Tensor,
     src_valid_lens: Tensor,
     *,
@@ -347,7 +371,7 @@ def beam_search(
     large enough to keep every prefix it is exhaustive search.
 
     Args:
-        model: a :class:`Seq2SeqModel`.
+        model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
         src: one source sentence (``(S,)`` is accepted too).
         src_valid_lens: its valid length.
         bos_id, eos_id, beam_size, max_len, length_penalty, n_best: see
@@ -375,7 +399,7 @@ def beam_search(
 
 
 def translate(
-    model: Seq2SeqModel,
+    model: StepDecoder,
     sentences: Sequence[str],
     src_vocab: Any,
     tgt_vocab: Any,
@@ -390,7 +414,7 @@ def translate(
     """Translate sentences: tokenize, encode, decode, and join the output tokens.
 
     Args:
-        model: a :class:`Seq2SeqModel`.
+        model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
         sentences: source sentences.
         src_vocab: source vocabulary (``encode(tokens)``, ``.pad``, ``.eos``).
         tgt_vocab: target vocabulary (``decode(ids)`` drops specials, ``.bos``, ``.eos``).
@@ -414,7 +438,6 @@ def translate(
     valid = torch.tensor(lens, dtype=torch.long, device=device)
     if beam_size == 1:
         outputs = greedy_decode(model, src, valid, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, max_len=max_len)
-        assert isinstance(outputs, list)
     else:
         outputs = [
             hyps[0][0]

@@ -266,8 +266,9 @@ class TrainConfig:
         device: where the model and batches go.
         progress: show a ``tqdm.auto`` progress bar (True), hide it (False), or let tqdm
             decide (None: hidden when the output is not a terminal).
-        max_seconds: stop after the step during which this much time has passed
-            (lessons can say "train for 60 s"). None: no limit.
+        max_seconds: stop after the step during which this much time has passed since
+            :func:`fit` started, validation included (lessons can say "train for 60 s").
+            The epoch cut short is still recorded and validated. None: no limit.
         max_steps: stop after this many optimizer steps. None: no limit.
     """
 
@@ -331,6 +332,7 @@ class History:
         epoch.
         """
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
 
         ncols = 2 if self.val_metric else 1
         fig, axes = plt.subplots(1, ncols, figsize=figsize or (5.0 * ncols, 3.5), squeeze=False)
@@ -349,6 +351,7 @@ class History:
             ax2 = axes[0, 1]
             ax2.plot(range(1, len(self.val_metric) + 1), self.val_metric, "o-")
             ax2.set_xlabel("epoch")
+            ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax2.set_ylabel(self.metric_name)
         fig.tight_layout()
         plt.close(fig)  # the caller displays it; avoid a second copy in notebooks
@@ -464,7 +467,7 @@ def fit(
                 loss = loss_fn(model, batch)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
-                        f"loss became {float(loss)} at step {history.steps + 1}; try a smaller lr "
+                        f"loss became {loss.item()} at step {history.steps + 1}; try a smaller lr "
                         "or gradient clipping"
                     )
                 optimizer.zero_grad(set_to_none=True)
@@ -531,7 +534,7 @@ _CHECKPOINT_FORMAT = 1
 
 
 def _rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
+    np_state: tuple[Any, ...] = np.random.get_state(legacy=True)  # type: ignore[assignment]
     return {
         "python": _to_lists(random.getstate()),
         "numpy": [np_state[0], torch.from_numpy(np.asarray(np_state[1]).astype(np.int64)), *map(_plain, np_state[2:])],
@@ -594,7 +597,7 @@ def save_checkpoint(
         "config": config,
         "extra": extra or {},
         "rng": _rng_state(),
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),
     }
     tmp = path.with_name(path.name + ".tmp")
     torch.save(payload, tmp)

@@ -1,0 +1,305 @@
+"""Translation benchmark: GRU seq2seq, Bahdanau attention and the Transformer.
+
+Each model is trained for the same wall-time budget in its own fresh Python process
+(so peak memory figures do not mix), then decodes the held-out test split greedily.
+Reported per model: training wall time, peak resident memory (``ru_maxrss`` of the
+worker process), test BLEU as standard corpus BLEU (0-100, sacrebleu's definition,
+:func:`course_lib.metrics.corpus_bleu`) and as D2L's sentence formula with k=2 averaged
+over the test pairs (0-1, :func:`course_lib.metrics.sentence_bleu_d2l_mean`), and BLEU per
+source-length bucket (the fixed-context bottleneck of the plain GRU model shows there).
+
+Data:
+* default: the generated English -> French corpus (:mod:`course_lib.corpus`); no
+  English sentence is shared between the training and test splits;
+* ``--fra-eng PATH`` (or ``$COURSE_FRA_ENG``): the first ``--fra-eng-lines`` lines of a
+  Tatoeba ``fra.txt``; the test split holds ``--n-test`` source sentences that never occur
+  in training (:func:`course_lib.fra_eng.split_pairs`);
+* ``--write-fake-fra-eng PATH`` writes a small file in Tatoeba's format (generated
+  sentences, sorted by length like fra.txt, with an attribution column) for a smoke run.
+
+Usage::
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_translation.py
+    .venv/bin/python benchmarks/bench_translation.py --seconds 10 --models seq2seq,bahdanau
+    .venv/bin/python benchmarks/bench_translation.py --write-fake-fra-eng /tmp/fra.txt
+    .venv/bin/python benchmarks/bench_translation.py --fra-eng /tmp/fra.txt --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MODELS = ("seq2seq", "bahdanau", "transformer")
+LABELS = {"seq2seq": "GRU seq2seq", "bahdanau": "GRU + Bahdanau attention", "transformer": "Transformer"}
+# Source-length buckets (tokens, <eos> not counted), inclusive bounds.
+BUCKETS = ((1, 5), (6, 8), (9, 11), (12, 15), (16, 99))
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_splits(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+    """Training pairs, test pairs and a one-line description of the data."""
+    if args.fra_eng:
+        from course_lib.fra_eng import read_fra_eng, split_pairs
+
+        pairs = read_fra_eng(args.fra_eng, max_pairs=args.fra_eng_lines)
+        splits = split_pairs(pairs, n_valid=0, n_test=args.n_test, seed=args.seed)
+        desc = (f"fra-eng file {args.fra_eng}: first {len(pairs)} lines, {len(splits.train)} training "
+                f"pairs, {len(splits.test)} test pairs ({args.n_test} unseen source sentences)")
+        return splits.train, splits.test, desc
+    from course_lib.corpus import make_splits
+
+    splits = make_splits(args.n_train, 0, args.n_test, seed=args.seed)
+    desc = (f"generated corpus (course_lib.corpus, seed {args.seed}): {len(splits.train)} training pairs, "
+            f"{len(splits.test)} test pairs, no English sentence shared")
+    return splits.train, splits.test, desc
+
+
+def write_fake_fra_eng(path: str, n: int, seed: int) -> None:
+    """A file in fra.txt's format: English<TAB>French<TAB>attribution, shortest first."""
+    from course_lib.corpus import generate_pairs
+
+    pairs = sorted(set(generate_pairs(n, seed=seed + 1)), key=lambda p: (len(p[0]), p[0]))
+    lines = [f"{en}\t{fr}\tCC-BY 2.0 (France) Attribution: tatoeba.org #{i} (fake) & #{i + 1} (fake)\n"
+             for i, (en, fr) in enumerate(pairs)]
+    Path(path).write_text("".join(lines), encoding="utf-8")
+    print(f"wrote {len(lines)} fake fra-eng lines to {path}")
+
+
+# --------------------------------------------------------------------------- models
+
+
+def build_model(name: str, src_vocab_size: int, tgt_vocab_size: int, args: argparse.Namespace):
+    """The model and the learning rate it trains with."""
+    if name in ("seq2seq", "bahdanau"):
+        from course_lib.seq2seq import AttentionSeq2Seq, Seq2Seq, Seq2SeqConfig
+
+        cfg = Seq2SeqConfig(src_vocab_size, tgt_vocab_size, embed_size=args.rnn_embed,
+                            num_hiddens=args.rnn_hiddens, num_layers=2, dropout=args.dropout)
+        return (Seq2Seq if name == "seq2seq" else AttentionSeq2Seq)(cfg), cfg, args.rnn_lr
+    if name == "transformer":
+        from course_lib.transformer import Transformer, TransformerConfig
+
+        cfg = TransformerConfig(src_vocab_size, tgt_vocab_size, d_model=args.tf_d_model,
+                                num_heads=4, d_ff=4 * args.tf_d_model, num_layers=2,
+                                dropout=args.dropout, max_len=args.max_len + 2)
+        return Transformer(cfg), cfg, args.tf_lr
+    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+
+
+# --------------------------------------------------------------------------- one model
+
+
+def bucket_of(n: int) -> str:
+    for lo, hi in BUCKETS:
+        if lo <= n <= hi:
+            return f"{lo}-{hi}" if hi < 99 else f"{lo}+"
+    return "other"
+
+
+def score(hyps: list[list[str]], refs: list[list[list[str]]]) -> dict[str, float]:
+    """Corpus BLEU (0-100, all references of a source) and D2L's k=2 mean (0-1, first reference)."""
+    from course_lib.metrics import corpus_bleu, sentence_bleu_d2l_mean
+
+    return {
+        "corpus_bleu": corpus_bleu(hyps, refs),
+        "d2l_bleu_k2": sentence_bleu_d2l_mean(hyps, [r[0] for r in refs], k=2),
+    }
+
+
+def run_worker(name: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    from course_lib.data import build_vocabs, make_translation_loader, tokenize
+    from course_lib.decoding import greedy_decode
+    from course_lib.training import TrainConfig, fit, seq2seq_loss, set_seed
+
+    torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    train, test, desc = load_splits(args)
+    src_vocab, tgt_vocab = build_vocabs(train, min_freq=args.min_freq)
+    loader = make_translation_loader(train, src_vocab, tgt_vocab, args.batch_size, max_len=args.max_len,
+                                     fixed_length=False, seed=args.seed)
+    model, cfg, lr = build_model(name, len(src_vocab), len(tgt_vocab), args)
+    n_params = sum(p.numel() for p in model.parameters())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
+
+    history = fit(model, loader, seq2seq_loss,
+                  TrainConfig(epochs=args.max_epochs, lr=lr, clip_grad_norm=1.0, seed=args.seed,
+                              progress=False, max_seconds=args.seconds, max_steps=args.max_steps))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    train_cpu_seconds = usage.ru_utime + usage.ru_stime - cpu_before
+
+    # Test: one hypothesis per *distinct* source, scored against all its references.
+    refs_by_src: dict[str, list[list[str]]] = {}
+    for en, fr in test:
+        refs_by_src.setdefault(en, []).append(tokenize(fr))
+    sources = list(refs_by_src)
+    start = time.perf_counter()
+    hyps: list[list[str]] = []
+    for i in range(0, len(sources), 256):
+        chunk = sources[i : i + 256]
+        ids = [src_vocab.encode(tokenize(s))[: args.max_len - 1] + [src_vocab.eos] for s in chunk]
+        width = max(len(x) for x in ids)
+        src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids])
+        lens = torch.tensor([len(x) for x in ids])
+        out = greedy_decode(model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos,
+                            max_len=args.max_len)
+        hyps.extend(tgt_vocab.decode(t) for t in out)
+    decode_seconds = time.perf_counter() - start
+    refs = [refs_by_src[s] for s in sources]
+    # D2L's formula is averaged over test *pairs*, as in the D2L anchor.
+    hyp_of = dict(zip(sources, hyps))
+    pair_hyps = [hyp_of[en] for en, _ in test]
+    pair_refs = [[tokenize(fr)] for _, fr in test]
+    result = score(hyps, refs)
+    result["d2l_bleu_k2"] = score(pair_hyps, pair_refs)["d2l_bleu_k2"]
+    buckets: dict[str, dict[str, float]] = {}
+    for lo, hi in BUCKETS:
+        key = bucket_of(lo)
+        idx = [i for i, s in enumerate(sources) if lo <= len(tokenize(s)) <= hi]
+        if idx:
+            buckets[key] = {"n": len(idx), **score([hyps[i] for i in idx], [refs[i] for i in idx])}
+    examples = [{"src": s, "ref": " ".join(refs_by_src[s][0]), "hyp": " ".join(hyp_of[s])}
+                for s in sorted(sources, key=lambda s: len(tokenize(s)))[-3:]]
+
+    return {
+        "model": name,
+        "data": desc,
+        "config": asdict(cfg),
+        "lr": lr,
+        "batch_size": args.batch_size,
+        "params": n_params,
+        "threads": torch.get_num_threads(),
+        "train_seconds": history.seconds,
+        "train_cpu_seconds": train_cpu_seconds,
+        "epochs": len(history.epoch_loss),
+        "steps": history.steps,
+        "final_train_loss": history.epoch_loss[-1],
+        "decode_seconds": decode_seconds,
+        "test_sources": len(sources),
+        "test_pairs": len(test),
+        **result,
+        "buckets": buckets,
+        "examples": examples,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def worker_command(name: str, argv: list[str]) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *argv, "--worker", name]
+
+
+def markdown_table(results: list[dict]) -> str:
+    lines = [
+        "| model | params | epochs (steps) | train wall s (CPU s) | peak RSS MB | corpus BLEU (0-100) | D2L BLEU k=2 (0-1) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(f"| {LABELS[r['model']]} | {r['params']:,} | {r['epochs']} ({r['steps']}) | "
+                     f"{r['train_seconds']:.1f} ({r['train_cpu_seconds']:.0f}) | {r['peak_rss_mb']:.0f} | {r['corpus_bleu']:.1f} | "
+                     f"{r['d2l_bleu_k2']:.3f} |")
+    keys = [k for k in (bucket_of(lo) for lo, _ in BUCKETS) if any(k in r["buckets"] for r in results)]
+    lines += ["", "Corpus BLEU (0-100) by source length in tokens (number of test sentences):", "",
+              "| model | " + " | ".join(f"{k} (n={results[0]['buckets'].get(k, {}).get('n', 0)})" for k in keys) + " |",
+              "|---|" + "---:|" * len(keys)]
+    for r in results:
+        cells = [f"{r['buckets'][k]['corpus_bleu']:.1f}" if k in r["buckets"] else "-" for k in keys]
+        lines.append(f"| {LABELS[r['model']]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
+    p.add_argument("--seconds", type=float, default=60.0, help="training wall-time budget per model")
+    p.add_argument("--max-epochs", type=int, default=1000, help="stop earlier if this many epochs are done")
+    p.add_argument("--max-steps", type=int, default=None, help="stop earlier after this many optimizer steps")
+    p.add_argument("--threads", type=int, default=2, help="torch threads per worker")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-train", type=int, default=8000, help="generated corpus: training pairs")
+    p.add_argument("--n-test", type=int, default=1000, help="test source sentences")
+    p.add_argument("--fra-eng", default=os.environ.get("COURSE_FRA_ENG"),
+                   help="Tatoeba fra.txt to use instead of the generated corpus (default $COURSE_FRA_ENG)")
+    p.add_argument("--fra-eng-lines", type=int, default=10000, help="read the first N lines of --fra-eng")
+    p.add_argument("--write-fake-fra-eng", metavar="PATH", help="write a small fake fra.txt and exit")
+    p.add_argument("--fake-lines", type=int, default=3000, help="lines of the fake fra.txt")
+    p.add_argument("--min-freq", type=int, default=1, help="vocabulary min_freq (D2L uses 2 on fra-eng)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-len", type=int, default=40, help="cap on source / target tokens")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--rnn-embed", type=int, default=64)
+    p.add_argument("--rnn-hiddens", type=int, default=128)
+    p.add_argument("--rnn-lr", type=float, default=3e-3)
+    p.add_argument("--tf-d-model", type=int, default=64)
+    p.add_argument("--tf-lr", type=float, default=1e-3)
+    p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
+    p.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.write_fake_fra_eng:
+        write_fake_fra_eng(args.write_fake_fra_eng, args.fake_lines, args.seed)
+        return
+    if args.worker:
+        print("RESULT " + json.dumps(run_worker(args.worker, args)), flush=True)
+        return
+
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in names:
+        if m not in MODELS:
+            raise SystemExit(f"unknown model {m!r}; choose from {', '.join(MODELS)}")
+    print(f"date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}; "
+          f"{os.cpu_count()} CPUs; torch threads per worker: {args.threads}; "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_translation.py', *argv])}")
+    results = []
+    for name in names:
+        start = time.perf_counter()
+        proc = subprocess.run(worker_command(name, argv), capture_output=True, text=True,
+                              env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")})
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            sys.stderr.write(proc.stderr)
+            raise SystemExit(f"worker {name} failed with exit code {proc.returncode}")
+        r = json.loads(lines[-1][len("RESULT "):])
+        r["process_seconds"] = time.perf_counter() - start
+        results.append(r)
+        print(f"{LABELS[name]:26s} train {r['train_seconds']:5.1f} s wall, {r['train_cpu_seconds']:5.1f} s CPU ({r['epochs']} epochs, {r['steps']} steps), "
+              f"decode {r['decode_seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB, threads {r['threads']}, "
+              f"corpus BLEU {r['corpus_bleu']:.1f}, D2L BLEU(k=2) {r['d2l_bleu_k2']:.3f}", flush=True)
+        for ex in r["examples"][-1:]:
+            print(f"    src: {ex['src']}\n    ref: {ex['ref']}\n    hyp: {ex['hyp']}")
+    print(f"\ndata: {results[0]['data']}\n")
+    print(markdown_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""Reading assignments (instructor source notebooks) and learner submissions.
+
+The instructor's SOURCE notebook in ``solutions/<assignment>/`` is the truth for test
+cells, their points and their hidden parts. A learner's notebook only contributes its
+code cells; its copies of test cells are recognised (by nbgrader ``grade_id``, or by
+content when metadata is missing) and ignored.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NotebookError", "TestCell", "SourceNotebook", "Assignment", "Step", "load_notebook_json",
+           "release_source", "to_python", "plan_submission", "scan_imports"]
+
+_BEGIN_SOLUTION, _END_SOLUTION = "BEGIN SOLUTION", "END SOLUTION"
+_BEGIN_HIDDEN, _END_HIDDEN = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+_STUB = ["# YOUR CODE HERE", "raise NotImplementedError()"]
+
+
+class NotebookError(Exception):
+    """A notebook that cannot be read; the message is meant for the learner or teacher."""
+
+
+def _cell_source(cell: dict) -> str:
+    src = cell.get("source", "")
+    if isinstance(src, list):
+        return "".join(str(s) for s in src)
+    return str(src) if src is not None else ""
+
+
+def load_notebook_json(path: str | Path) -> dict:
+    """Load a notebook as plain JSON with clear errors for broken files.
+
+    Raises:
+        NotebookError: unreadable, not JSON (e.g. truncated), or not a notebook.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise NotebookError(f"cannot read {path.name}: {exc.strerror}") from None
+    if not raw.strip():
+        raise NotebookError(f"{path.name} is empty")
+    try:
+        nb = json.loads(raw.decode("utf-8", "replace"))
+    except json.JSONDecodeError as exc:
+        truncated = " (the file looks truncated)" if exc.pos >= len(raw.rstrip()) - 1 else ""
+        raise NotebookError(f"{path.name} is not valid notebook JSON{truncated}: {exc.msg} at line {exc.lineno}, "
+                            f"column {exc.colno}. Re-save the notebook from Jupyter, or restore it from a "
+                            "checkpoint.") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise NotebookError(f"{path.name} is JSON but not a Jupyter notebook (no list of cells)")
+    for i, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or "cell_type" not in cell:
+            raise NotebookError(f"{path.name}: cell {i} is malformed (no cell_type)")
+    return nb
+
+
+def _nbgrader_meta(cell: dict) -> dict:
+    meta = cell.get("metadata")
+    if not isinstance(meta, dict):
+        return {}
+    nbg = meta.get("nbgrader")
+    return nbg if isinstance(nbg, dict) else {}
+
+
+def release_source(source: str, *, solution: bool, test: bool) -> str:
+    """The learner's version of a cell: solutions replaced by a stub, hidden tests removed
+    (what ``nbgrader generate_assignment`` produces)."""
+    lines = source.split("\n")
+    out: list[str] = []
+    in_solution = in_hidden = False
+    for line in lines:
+        if solution and _BEGIN_SOLUTION in line:
+            in_solution = True
+            indent = re.match(r"\s*", line).group(0)  # type: ignore[union-attr]
+            out.extend(indent + stub for stub in _STUB)
+        elif solution and _END_SOLUTION in line:
+            in_solution = False
+        elif test and _BEGIN_HIDDEN in line:
+            in_hidden = True
+        elif test and _END_HIDDEN in line:
+            in_hidden = False
+        elif not in_solution and not in_hidden:
+            out.append(line)
+    return "\n".join(out)
+
+
+def hidden_lines(source: str) -> set[int]:
+    """1-based line numbers inside hidden-test regions (markers included)."""
+    hidden: set[int] = set()
+    inside = False
+    for no, line in enumerate(source.split("\n"), start=1):
+        if _BEGIN_HIDDEN in line:
+            inside = True
+        if inside:
+            hidden.add(no)
+        if _END_HIDDEN in line:
+            inside = False
+    return hidden
+
+
+def _normalise(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def to_python(source: str) -> str:
+    """Turn IPython cell syntax (magics, ``!shell``) into plain Python."""
+    if "%" not in source and "!" not in source and "?" not in source:
+        return source
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - leave it; the sandbox reports the SyntaxError
+        return source
+
+
+@dataclass
+class TestCell:
+    """An autograded test cell of the source notebook."""
+
+    grade_id: str
+    points: float
+    source: str
+    release_source: str
+    hidden_lines: set[int]
+    index: int
+
+    @property
+    def has_hidden(self) -> bool:
+        return bool(self.hidden_lines)
+
+
+@dataclass
+class SourceNotebook:
+    """The instructor's source notebook of an assignment."""
+
+    name: str
+    path: Path
+    cells: list[dict]
+    tests: list[TestCell]
+    trusted_imports: str
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SourceNotebook":
+        path = Path(path)
+        nb = load_notebook_json(path)
+        tests: list[TestCell] = []
+        imports: list[str] = []
+        seen: set[str] = set()
+        for i, cell in enumerate(nb["cells"]):
+            meta = _nbgrader_meta(cell)
+            src = _cell_source(cell)
+            if cell.get("cell_type") != "code":
+                continue
+            is_test = bool(meta.get("grade")) and not meta.get("solution")
+            if is_test:
+                gid = str(meta.get("grade_id") or f"cell-{i}")
+                if gid in seen:
+                    raise NotebookError(f"{path.name}: duplicate grade_id {gid!r}")
+                seen.add(gid)
+                tests.append(TestCell(gid, float(meta.get("points", 0) or 0), src,
+                                      release_source(src, solution=False, test=True), hidden_lines(src), i))
+                continue
+            released = release_source(src, solution=bool(meta.get("solution")), test=False)
+            try:
+                tree = ast.parse(to_python(released))
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    imports.append(ast.unparse(node))
+        return cls(path.stem, path, nb["cells"], tests, "\n".join(imports))
+
+    @property
+    def max_points(self) -> float:
+        return sum(t.points for t in self.tests)
+
+
+@dataclass
+class Assignment:
+    """An assignment: a folder of source notebooks under ``solutions/``."""
+
+    name: str
+    directory: Path
+    notebooks: dict[str, SourceNotebook]
+    origin: Path | None = None  # the path it was loaded from
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Assignment":
+        """Load ``solutions/<name>`` (a folder) or a single source ``.ipynb``."""
+        path = Path(path)
+        if path.is_file():
+            nbs = [path]
+            directory = path.parent
+        elif path.is_dir():
+            nbs = sorted(p for p in path.glob("*.ipynb") if not p.name.startswith("."))
+            directory = path
+        else:
+            raise NotebookError(f"no assignment at {path}")
+        if not nbs:
+            raise NotebookError(f"no source notebook (.ipynb) in {path}")
+        return cls(directory.name, directory, {p.stem: SourceNotebook.load(p) for p in nbs}, path)
+
+    @property
+    def columns(self) -> list[str]:
+        """Gradebook columns, one per test cell (prefixed by notebook when there are several)."""
+        multi = len(self.notebooks) > 1
+        return [f"{nb}:{t.grade_id}" if multi else t.grade_id
+                for nb, src in self.notebooks.items() for t in src.tests]
+
+    @property
+    def max_points(self) -> float:
+        return sum(nb.max_points for nb in self.notebooks.values())
+
+
+@dataclass
+class Step:
+    """One step of grading: run a learner cell in the sandbox, or a test in the grader."""
+
+    kind: str  # "learner" | "test"
+    index: int  # cell index in the learner's notebook (-1 for an inserted test)
+    source: str = ""
+    test: TestCell | None = None
+
+
+@dataclass
+class Plan:
+    steps: list[Step]
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_submission(source: SourceNotebook, learner: dict) -> Plan:
+    """Order learner cells and (the source's) test cells for one submission.
+
+    Learner copies of test cells are matched by ``grade_id``, or by content when the
+    metadata is missing, and replaced by the source version. Tests the learner deleted
+    are still run, after the learner cell matching the source cell before them.
+    """
+    by_id = {t.grade_id: t for t in source.tests}
+    by_content: dict[str, TestCell] = {}
+    for t in source.tests:
+        by_content.setdefault(_normalise(t.release_source), t)
+        by_content.setdefault(_normalise(t.source), t)
+    steps: list[Step] = []
+    notes: list[str] = []
+    seen_tests: set[str] = set()
+    learner_ids: dict[str, int] = {}
+    for i, cell in enumerate(learner["cells"]):
+        if cell.get("cell_type") != "code":
+            continue
+        src = _cell_source(cell)
+        gid = _nbgrader_meta(cell).get("grade_id")
+        test = by_id.get(gid) if isinstance(gid, str) else None
+        matched_by = "id"
+        if test is None and not (isinstance(gid, str) and gid):
+            test = by_content.get(_normalise(src)) if src.strip() else None
+            matched_by = "content"
+        if isinstance(gid, str):
+            learner_ids.setdefault(gid, len(steps))
+        if test is not None:
+            if test.grade_id in seen_tests:
+                notes.append(f"Test cell {test.grade_id!r} appears more than once in your notebook; "
+                             "only the first copy counts.")
+                continue
+            seen_tests.add(test.grade_id)
+            if _normalise(src) not in (_normalise(test.release_source), _normalise(test.source)):
+                notes.append(f"Test cell {test.grade_id!r} was modified in your notebook; the original test "
+                             "was run instead.")
+            elif matched_by == "content":
+                notes.append(f"Test cell {test.grade_id!r} had lost its nbgrader metadata; it was recognised "
+                             "by its content.")
+            learner_ids.setdefault(test.grade_id, len(steps))
+            steps.append(Step("test", i, test=test))
+            continue
+        steps.append(Step("learner", i, src))
+    # tests the learner deleted: insert after the step matching the closest earlier source cell
+    for t in source.tests:
+        if t.grade_id in seen_tests:
+            continue
+        notes.append(f"Test cell {t.grade_id!r} is missing from your notebook; the original test was run.")
+        pos = len(steps)
+        for cell in reversed(source.cells[: t.index]):
+            gid = _nbgrader_meta(cell).get("grade_id")
+            if isinstance(gid, str) and gid in learner_ids:
+                anchor = learner_ids[gid]
+                pos = anchor + 1
+                while pos < len(steps) and steps[pos].kind == "test" and steps[pos].index == -1:
+                    pos += 1
+                break
+        steps.insert(pos, Step("test", -1, test=t))
+        for k, v in list(learner_ids.items()):
+            if v >= pos:
+                learner_ids[k] = v + 1
+        learner_ids[t.grade_id] = pos
+    return Plan(steps, notes)
+
+
+def scan_imports(sources: list[str], *, allowed: tuple[str, ...] = ("course_lib.grading",)) -> list[str]:
+    """Names of ``course_lib`` modules imported by learner code (the reference answers).
+
+    The grader checks behaviour, not provenance: this only produces a note.
+    """
+    found: list[str] = []
+    for src in sources:
+        try:
+            tree = ast.parse(to_python(src))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = ([f"course_lib.{a.name}" for a in node.names] if node.module == "course_lib"
+                         else [node.module])
+            for n in names:
+                if (n == "course_lib" or n.startswith("course_lib.")) and not n.startswith(allowed):
+                    if n not in found:
+                        found.append(n)
+    return found
+
+
+def describe_cell(cell: dict[str, Any]) -> str:
+    return _cell_source(cell)

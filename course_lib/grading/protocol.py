@@ -1,0 +1,177 @@
+"""Wire format between the trusted grader and the sandbox.
+
+Messages are length-prefixed ``torch.save`` payloads. The trusted side always loads them
+with ``torch.load(..., weights_only=True)``, which can only rebuild plain containers,
+numbers, strings and plain tensors: a sandbox cannot make the grader unpickle an object
+of its choosing. On top of that, :func:`decode` walks the loaded tree and rejects
+anything outside a small vocabulary (tensor subclasses, non-CPU tensors, untagged dicts).
+
+Values travel as a tree of plain Python data in which special things are tagged dicts:
+
+* ``{"__t": "dict", "items": [[k, v], ...], "ordered": bool}`` — a dict.
+* ``{"__t": "ndarray", "v": tensor}`` — a NumPy array (sent as a tensor).
+* ``{"__t": "handle", "id": int, "type": str, "mro": [...], "repr": str, "callable": bool}``
+  — an object that stays in the sandbox (sandbox -> grader only).
+* ``{"__t": "ref", "id": int}`` — a handle sent back to the sandbox.
+* ``{"__t": "slice", "v": [start, stop, step]}`` and ``{"__t": "ellipsis"}``.
+* ``{"__t": "module", "name": str}`` — a module object in the learner's namespace.
+
+This module is imported by both sides and must stay free of grader state.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from typing import Any, Callable
+
+import torch
+
+__all__ = ["MAX_MESSAGE_BYTES", "ProtocolError", "pack", "unpack", "write_message",
+           "read_exact", "decode", "is_plain"]
+
+#: Largest message accepted from the sandbox (a result bigger than this is refused).
+MAX_MESSAGE_BYTES = 256 * 2**20
+_HEADER = struct.Struct(">Q")
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
+#: Maximum nesting depth of a value sent by value.
+MAX_DEPTH = 20
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a valid message."""
+
+
+def pack(obj: Any) -> bytes:
+    """Serialise ``obj`` (already encoded into plain data) to a framed message."""
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    payload = buf.getvalue()
+    return _HEADER.pack(len(payload)) + payload
+
+
+def unpack(payload: bytes) -> Any:
+    """Load a payload with ``weights_only=True`` (no arbitrary unpickling)."""
+    try:
+        return torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - any failure means a bad message
+        raise ProtocolError(f"the learner's result could not be transferred safely "
+                            f"({type(exc).__name__}); only tensors, numbers, strings, booleans, None "
+                            "and lists/tuples/dicts of those are sent by value") from None
+
+
+def write_message(fd: int, obj: Any) -> None:
+    """Write one framed message to a file descriptor."""
+    data = pack(obj)
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def read_exact(read: Callable[[int], bytes], n: int) -> bytes:
+    """Read exactly ``n`` bytes with ``read`` (raises EOFError on a short read)."""
+    chunks = []
+    while n:
+        chunk = read(n)
+        if not chunk:
+            raise EOFError("connection closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def header_size() -> int:
+    return _HEADER.size
+
+
+def parse_header(header: bytes) -> int:
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"a message of {size} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes; "
+                            "return smaller results")
+    return size
+
+
+def is_plain(value: Any, depth: int = 0) -> bool:
+    """True if ``value`` can travel by value (plain data, tensors, containers of those)."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(value, _SCALARS) and type(value) in _SCALARS:
+        return True
+    if isinstance(value, torch.Tensor):
+        return type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided
+    if type(value) in (list, tuple):
+        return all(is_plain(v, depth + 1) for v in value)
+    if type(value) is dict or type(value).__name__ == "OrderedDict":
+        return all(isinstance(k, (str, int)) and is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) -> Any:
+    """Validate and decode a tree received from the other side.
+
+    Args:
+        obj: the result of :func:`unpack`.
+        make_handle: builds a local proxy from a handle description; None refuses handles.
+
+    Returns:
+        Plain Python data with tensors; handles replaced by ``make_handle(...)``.
+
+    Raises:
+        ProtocolError: anything outside the wire vocabulary (e.g. a tensor subclass).
+    """
+    if depth > MAX_DEPTH + 5:
+        raise ProtocolError("value nested too deeply")
+    tp = type(obj)
+    if tp in _SCALARS:
+        return obj
+    if isinstance(obj, torch.Tensor):
+        if tp is torch.nn.Parameter:
+            obj = obj.detach()
+        elif tp is not torch.Tensor:
+            raise ProtocolError(f"refused a tensor subclass ({tp.__name__}); return a plain torch.Tensor")
+        if obj.layout != torch.strided or obj.device.type != "cpu" or obj.is_quantized:
+            raise ProtocolError("refused a tensor that is not a dense CPU tensor")
+        return obj.detach()
+    if tp is list:
+        return [decode(v, make_handle, depth + 1) for v in obj]
+    if tp is tuple:
+        return tuple(decode(v, make_handle, depth + 1) for v in obj)
+    if tp is dict:
+        tag = obj.get("__t")
+        if tag == "dict":
+            items = obj.get("items")
+            if type(items) is not list:
+                raise ProtocolError("malformed dict")
+            out: dict = {}
+            if obj.get("ordered"):
+                from collections import OrderedDict
+                out = OrderedDict()
+            for pair in items:
+                if type(pair) not in (list, tuple) or len(pair) != 2:
+                    raise ProtocolError("malformed dict item")
+                key = decode(pair[0], None, depth + 1)
+                if type(key) not in (str, int, float, bool, tuple, type(None)):
+                    raise ProtocolError("unsupported dict key")
+                out[key] = decode(pair[1], make_handle, depth + 1)
+            return out
+        if tag == "ndarray":
+            t = decode(obj.get("v"), None, depth + 1)
+            if not isinstance(t, torch.Tensor):
+                raise ProtocolError("malformed array")
+            return t.numpy()
+        if tag == "slice":
+            parts = obj.get("v")
+            if type(parts) not in (list, tuple) or len(parts) != 3:
+                raise ProtocolError("malformed slice")
+            return slice(*(decode(p, None, depth + 1) for p in parts))
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag in ("handle", "ref", "module"):
+            if make_handle is None:
+                raise ProtocolError(f"unexpected {tag}")
+            return make_handle(obj)
+        raise ProtocolError(f"unknown tag {tag!r}")
+    raise ProtocolError(f"refused a value of type {tp.__name__}")

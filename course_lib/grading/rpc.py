@@ -1,0 +1,371 @@
+"""Trusted-side view of the learner's namespace: proxies that forward to the sandbox.
+
+A test cell runs in the grader's own process, in a namespace where each name the
+learner defined is either its plain value (a number, string, tensor, or a list / tuple /
+dict of those, copied by value) or a :class:`RemoteObject`: calling it, reading an
+attribute, indexing, ``len`` or iterating sends a request to the sandbox, and the result
+comes back by value when it is plain data, otherwise as another :class:`RemoteObject`.
+
+So a test like ``attn = DotProductAttention(0.0); out = attn(q, k, v, vl)`` builds the
+module *in the sandbox* and gets ``out`` back as an ordinary tensor; the comparison
+(``assert_tensor_close``) runs on real torch in the grader, out of the learner's reach.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from course_lib.grading import protocol
+from course_lib.grading.sandbox import Sandbox, SandboxConfig, SandboxDied, kill_descendants
+
+__all__ = ["LearnerError", "RemoteObject", "Session", "CellRun", "TRUSTED_MODULES"]
+
+#: Modules a learner's ``import`` may bring into the test namespace (as the grader's own copy).
+TRUSTED_MODULES = ("torch", "numpy", "math", "random", "itertools", "functools", "collections",
+                   "typing", "dataclasses", "course_lib", "scipy", "statistics", "fractions", "operator")
+#: Names always bound to the grader's own modules in the test namespace.
+ALWAYS_TRUSTED = {"torch": "torch", "np": "numpy", "numpy": "numpy", "math": "math",
+                  "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
+class LearnerError(Exception):
+    """The learner's code raised an exception when a test called it."""
+
+    def __init__(self, label: str, exc_type: str, message: str, traceback: str = "") -> None:
+        self.label, self.exc_type, self.message, self.learner_traceback = label, exc_type, message, traceback
+        self.learner_message = f"{exc_type}: {message}" if message else exc_type
+        super().__init__(f"{label} raised {self.learner_message}")
+
+
+@dataclass
+class CellRun:
+    """What happened when one learner cell ran in the sandbox."""
+
+    index: int
+    status: str  # "ok" | "error" | "died" | "timeout" | "skipped"
+    message: str = ""
+    traceback: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class RemoteObject:
+    """Proxy of an object that lives in the sandbox."""
+
+    __slots__ = ("_ro_session", "_ro_gen", "_ro_id", "_ro_type", "_ro_mro", "_ro_label", "_ro_callable",
+                 "_ro_class_mro")
+
+    def __init__(self, session: "Session", desc: dict, label: str) -> None:
+        set_ = object.__setattr__
+        set_(self, "_ro_session", session)
+        set_(self, "_ro_gen", session.generation)
+        set_(self, "_ro_id", desc["id"])
+        set_(self, "_ro_type", str(desc.get("type", "?")))
+        set_(self, "_ro_mro", [str(m) for m in desc.get("mro", [])])
+        set_(self, "_ro_class_mro", [str(m) for m in desc.get("class_mro", [])])
+        set_(self, "_ro_label", label)
+        set_(self, "_ro_callable", bool(desc.get("callable")))
+
+    def _ro_op(self, op: str, what: str, **fields: Any) -> Any:
+        return self._ro_session.object_op(self, op, what, **fields)
+
+    def _remote_mro(self) -> list[str]:
+        return list(self._ro_mro)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        label = self._ro_label
+        return self._ro_op("call", f"call to {label}", args=list(args), kwargs=dict(kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_ro_") or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(name)
+        return self._ro_session.object_op(self, "getattr", f"{self._ro_label}.{name}", name=name,
+                                          label=f"{self._ro_label}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._ro_op("setattr", f"setting {self._ro_label}.{name}", name=name, value=value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._ro_op("getitem", f"{self._ro_label}[...]", key=key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._ro_op("setitem", f"{self._ro_label}[...] = ...", key=key, value=value)
+
+    def __len__(self) -> int:
+        n = self._ro_op("len", f"len({self._ro_label})")
+        if type(n) is not int or n < 0:
+            raise TypeError(f"len({self._ro_label}) did not return a non-negative int")
+        return n
+
+    def __iter__(self) -> Any:
+        items = self._ro_op("iter", f"iterating over {self._ro_label}")
+        if type(items) is not list:
+            raise TypeError(f"iterating over {self._ro_label} failed")
+        return iter(items)
+
+    def __bool__(self) -> bool:
+        value = self._ro_op("bool", f"bool({self._ro_label})")
+        if type(value) is not bool:
+            raise TypeError(f"bool({self._ro_label}) did not return a bool")
+        return value
+
+    def __contains__(self, item: Any) -> bool:
+        return bool(self._ro_op("contains", f"... in {self._ro_label}", value=item) is True)
+
+    def __repr__(self) -> str:
+        return f"<learner object {self._ro_label} of type {self._ro_type}>"
+
+    __str__ = __repr__
+
+
+def _encode_outgoing(value: Any, session: "Session", depth: int = 0) -> Any:
+    """Encode trusted values for the sandbox: plain data and proxies only."""
+    import numpy as np
+    import torch
+    if depth > protocol.MAX_DEPTH:
+        raise TypeError("value nested too deeply to send to the learner's code")
+    tp = type(value)
+    if tp in (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size):
+        return value
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided:
+            raise TypeError("only dense tensors can be sent to the learner's code")
+        return value.detach().cpu().clone().as_subclass(torch.Tensor)
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return {"__t": "ndarray", "v": torch.from_numpy(np.ascontiguousarray(value)).clone()}
+    if isinstance(value, np.generic):
+        return value.item()
+    if tp is RemoteObject:
+        if value._ro_gen != session.generation:
+            raise SandboxDied("the sandbox was restarted; this learner object no longer exists")
+        return {"__t": "ref", "id": value._ro_id}
+    if tp is slice:
+        return {"__t": "slice", "v": [_encode_outgoing(v, session, depth + 1)
+                                      for v in (value.start, value.stop, value.step)]}
+    if value is Ellipsis:
+        return {"__t": "ellipsis"}
+    if tp in (list, tuple):
+        items = [_encode_outgoing(v, session, depth + 1) for v in value]
+        return items if tp is list else tuple(items)
+    if isinstance(value, dict):
+        return {"__t": "dict", "ordered": tp is not dict,
+                "items": [[k, _encode_outgoing(v, session, depth + 1)] for k, v in value.items()]}
+    raise TypeError(f"cannot send a {tp.__name__} to the learner's code (only tensors, numbers, strings "
+                    "and containers of those, or the learner's own objects)")
+
+
+class Session:
+    """A sandbox plus the learner cells that ran in it, with restart-once recovery.
+
+    Args:
+        config: sandbox limits.
+        trusted_imports: import statements (instructor code) executed in every test
+            namespace after the learner's names, so ``torch`` or ``assert_tensor_close``
+            always mean the grader's own objects.
+    """
+
+    def __init__(self, config: SandboxConfig, trusted_imports: str = "") -> None:
+        self.config = config
+        self.trusted_imports = trusted_imports
+        self.sandbox: Sandbox | None = None
+        self.generation = 0
+        self.restarts_left = config.max_restarts
+        self.good_cells: list[tuple[int, str]] = []
+        self.notes: list[str] = []
+        self.death: str | None = None
+        self.died_ever = False
+        self.timed_out_ever = False
+        self.baseline: frozenset[int] = frozenset()
+
+    # lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        from course_lib.grading.sandbox import descendants
+        self.baseline = frozenset(descendants())
+        self._spawn()
+
+    def _spawn(self) -> None:
+        self.generation += 1
+        self.sandbox = Sandbox(self.config)
+        try:
+            self.sandbox.start()
+        except SandboxDied as exc:
+            self.death = str(exc)
+            self.died_ever = True
+            raise
+        self.death = None
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        kill_descendants(self.baseline)
+
+    def _mark_dead(self, exc: SandboxDied) -> None:
+        from course_lib.grading.sandbox import SandboxTimeout
+        self.death = str(exc)
+        self.died_ever = True
+        self.timed_out_ever |= isinstance(exc, SandboxTimeout)
+        if self.sandbox is not None:
+            self.sandbox.close()
+        kill_descendants(self.baseline)
+
+    def ensure_alive(self) -> None:
+        """Restart a dead sandbox (once) and replay the learner cells that succeeded."""
+        if self.sandbox is not None and self.sandbox.alive and self.death is None:
+            return
+        reason = self.death or "the sandbox is not running"
+        if self.restarts_left <= 0:
+            raise SandboxDied(reason)
+        self.restarts_left -= 1
+        self.notes.append(f"The sandbox was restarted after: {reason}. Your cells that had run without "
+                          "error were run again; the cell that stopped it was skipped.")
+        try:
+            self._spawn()
+            for index, source in self.good_cells:
+                reply = self._request({"op": "exec", "cell": index, "source": source},
+                                      self.config.cell_timeout, f"re-running cell {index}")
+                del reply
+        except SandboxDied as exc:
+            self._mark_dead(exc)
+            self.restarts_left = 0
+            raise SandboxDied(self.death) from None
+
+    def _request(self, message: dict, timeout: float, what: str) -> Any:
+        assert self.sandbox is not None
+        try:
+            return self.sandbox.request(message, timeout, what)
+        except SandboxDied as exc:
+            self._mark_dead(exc)
+            raise
+
+    # learner cells --------------------------------------------------------------------
+    def exec_cell(self, index: int, source: str) -> CellRun:
+        """Run one learner cell (already plain Python) in the sandbox."""
+        try:
+            self.ensure_alive()
+        except SandboxDied as exc:
+            return CellRun(index, "skipped", f"not run: {exc}")
+        try:
+            reply = self._request({"op": "exec", "cell": index, "source": source}, self.config.cell_timeout,
+                                  f"cell {index}")
+        except SandboxDied as exc:
+            from course_lib.grading.sandbox import SandboxTimeout
+            return CellRun(index, "timeout" if isinstance(exc, SandboxTimeout) else "died", str(exc))
+        if type(reply) is not dict:
+            return CellRun(index, "error", "invalid reply from the sandbox")
+        self.good_cells.append((index, source))
+        err = reply.get("error") or None
+        out = CellRun(index, "ok", stdout=str(reply.get("stdout", ""))[:20000],
+                      stderr=str(reply.get("stderr", ""))[:20000],
+                      notes=[str(n) for n in (reply.get("notes") or []) if type(n) is str][:20])
+        if isinstance(err, dict):
+            out.status = "error"
+            out.message = f"{err.get('type', 'Error')}: {err.get('message', '')}"
+            out.traceback = str(err.get("traceback", ""))
+        return out
+
+    # test namespace -------------------------------------------------------------------
+    def _make(self, label: str) -> Any:
+        def make(desc: dict) -> Any:
+            tag = desc.get("__t")
+            if tag == "handle" and type(desc.get("id")) is int:
+                name = desc.get("name") or ""
+                return RemoteObject(self, desc, label if label else (name or "learner object"))
+            if tag == "module":
+                return _ModuleName(str(desc.get("name", "")))
+            raise protocol.ProtocolError(f"unexpected {tag}")
+        return make
+
+    def _decode_reply(self, reply: Any, label: str, what: str) -> Any:
+        if not isinstance(reply, dict) or "ok" not in reply:
+            raise SandboxDied(f"invalid reply from the sandbox ({what})")
+        if reply["ok"] is True:
+            try:
+                return protocol.decode(reply.get("value"), self._make(label))
+            except protocol.ProtocolError as exc:
+                raise LearnerError(label, "TransferError", str(exc)) from None
+        err = reply.get("error")
+        if not isinstance(err, dict):
+            raise SandboxDied(f"invalid reply from the sandbox ({what})")
+        raise LearnerError(label, str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:2000],
+                           str(err.get("traceback", ""))[:4000])
+
+    def object_op(self, obj: RemoteObject, op: str, what: str, label: str | None = None, **fields: Any) -> Any:
+        if obj._ro_gen != self.generation or self.death is not None:
+            raise SandboxDied(self.death or "the sandbox was restarted; this learner object no longer exists")
+        message: dict[str, Any] = {"op": op, "target": obj._ro_id}
+        for key, value in fields.items():
+            message[key] = value if key == "name" else _encode_outgoing(value, self)
+        reply = self._request(message, self.config.call_timeout, what)
+        if op == "call":
+            return self._decode_call(reply, obj, f"{obj._ro_label}(...)", what)
+        try:
+            return self._decode_reply(reply, label or obj._ro_label, what)
+        except LearnerError as exc:
+            if op == "getattr" and exc.exc_type == "AttributeError":
+                raise AttributeError(f"{obj._ro_label} has no attribute {fields.get('name')!r}") from None
+            raise
+
+    def _decode_call(self, reply: Any, obj: RemoteObject, result_label: str, what: str) -> Any:
+        try:
+            return self._decode_reply(reply, result_label, what)
+        except LearnerError as exc:
+            raise LearnerError(obj._ro_label, exc.exc_type, exc.message, exc.learner_traceback) from None
+
+    def namespace(self) -> dict[str, Any]:
+        """Build a fresh test namespace: learner names as values/proxies + trusted imports."""
+        ns: dict[str, Any] = {"__name__": "__grader__", "__builtins__": builtins}
+        self.ensure_alive()
+        reply = self._request({"op": "globals"}, self.config.call_timeout, "reading your variables")
+        if not isinstance(reply, dict) or reply.get("ok") is not True:
+            raise SandboxDied("invalid reply from the sandbox (reading your variables)")
+        raw = reply.get("value")
+        if not isinstance(raw, dict) or raw.get("__t") != "dict" or type(raw.get("items")) is not list:
+            raise SandboxDied("invalid reply from the sandbox (reading your variables)")
+        for pair in raw["items"]:
+            if type(pair) not in (list, tuple) or len(pair) != 2 or type(pair[0]) is not str:
+                continue
+            name = pair[0]
+            if not name.isidentifier():
+                continue
+            try:
+                value = protocol.decode(pair[1], self._make(name))
+            except protocol.ProtocolError:
+                continue
+            if isinstance(value, _ModuleName):
+                top = value.name.split(".")[0]
+                if top in TRUSTED_MODULES:
+                    try:
+                        ns[name] = importlib.import_module(value.name)
+                    except ImportError:
+                        pass
+                continue
+            ns[name] = value
+        for alias, module in ALWAYS_TRUSTED.items():
+            try:
+                ns[alias] = importlib.import_module(module)
+            except ImportError:
+                pass
+        if self.trusted_imports:
+            for stmt in ast.parse(self.trusted_imports).body:
+                try:
+                    exec(compile(ast.Module(body=[stmt], type_ignores=[]), "<trusted imports>", "exec"), ns)
+                except Exception:  # noqa: BLE001 - an optional import the grader lacks
+                    pass
+        return ns
+
+
+class _ModuleName:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def wait_until(deadline: float) -> bool:
+    return time.monotonic() < deadline

@@ -1,0 +1,358 @@
+"""The program that runs inside the sandbox subprocess (untrusted side).
+
+Started by :class:`course_lib.grading.sandbox.Sandbox` as
+``python -I sandbox_main.py CONFIG_JSON`` in a temporary directory. It applies resource
+limits, imports the libraries learners use, drops privileges when started as root, then
+serves requests from the grader on its original stdin/stdout file descriptors:
+``exec`` (run a learner cell), ``globals`` (describe the learner's names), and operations
+on objects (``call``, ``getattr``, ``getitem``, ``len``, ``iter`` ...).
+
+Nothing here is trusted by the grader: learner code can rewrite any of it. The grader
+only accepts replies through :mod:`course_lib.grading.protocol` (``weights_only`` loads
+and a strict validation), so the worst a learner can do is answer with wrong data — which
+is what wrong code does anyway.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import linecache
+import os
+import resource
+import sys
+import traceback
+from typing import Any
+
+MAX_CAPTURE = 64 * 1024
+MAX_ITER_ITEMS = 100_000
+PRELOAD = [
+    "math", "random", "statistics", "fractions", "decimal", "collections", "collections.abc",
+    "itertools", "functools", "operator", "typing", "dataclasses", "json", "re", "time", "copy",
+    "warnings", "string", "textwrap", "enum", "contextlib", "abc", "numbers", "heapq", "bisect",
+    "inspect", "sysconfig", "shlex", "importlib.resources", "importlib.metadata", "unicodedata",
+    "numpy", "torch", "torch.nn", "torch.nn.functional", "torch.testing", "course_lib",
+]
+
+
+class _Capped(io.TextIOBase):
+    """A text sink that keeps the first MAX_CAPTURE characters and drops the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if self.size < MAX_CAPTURE:
+            self.parts.append(str(s)[: MAX_CAPTURE - self.size])
+            self.size += len(self.parts[-1])
+        return len(s)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+class _FakeIPython:
+    """Stands in for ``get_ipython()``: magics and shell commands do nothing.
+
+    ``%%time`` / ``%%capture`` cells still run their body. Input transformers appended
+    here are ignored (there is no IPython kernel in the sandbox).
+    """
+
+    def __init__(self, namespace: dict) -> None:
+        self.user_ns = namespace
+        self.input_transformers_cleanup: list = []
+        self.input_transformers_post: list = []
+        self.ast_transformers: list = []
+        self.notes: list[str] = []
+
+    def run_line_magic(self, name: str, line: str = "", *args: Any, **kwargs: Any) -> None:
+        self.notes.append(f"%{name} ignored")
+
+    def run_cell_magic(self, name: str, line: str, cell: str) -> None:
+        if name in ("time", "capture", "timeit"):
+            exec(compile(cell, "<cell magic>", "exec"), self.user_ns)
+        else:
+            self.notes.append(f"%%{name} ignored")
+
+    def system(self, cmd: str) -> None:
+        self.notes.append("shell command ignored")
+
+    def getoutput(self, cmd: str) -> list:
+        self.notes.append("shell command ignored")
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def _apply_limits(cfg: dict) -> None:
+    def setlim(res: int, value: int | None, hard_extra: int = 0) -> None:
+        if value is None:
+            return
+        try:
+            resource.setrlimit(res, (value, value + hard_extra))
+        except (ValueError, OSError):
+            pass
+    setlim(resource.RLIMIT_CORE, 0)
+    setlim(resource.RLIMIT_AS, cfg.get("memory_bytes"))
+    setlim(resource.RLIMIT_FSIZE, cfg.get("file_size_bytes"))
+    setlim(resource.RLIMIT_CPU, cfg.get("cpu_seconds"), 5)
+    setlim(resource.RLIMIT_NPROC, cfg.get("max_processes"))
+
+
+def _drop_privileges_late(cfg: dict) -> None:
+    """Switch to the unprivileged user after the imports.
+
+    The interpreter may live under a directory the unprivileged user cannot traverse
+    (e.g. pyenv under /root). Directories on sys.path are opened now and reached through
+    ``/proc/self/fd/N`` afterwards, so later imports keep working.
+    """
+    import ctypes
+    roots: dict[str, str] = {}
+    for p in list(sys.path):
+        if p and os.path.isdir(p) and p.startswith("/root"):
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)
+            roots[p] = f"/proc/self/fd/{fd}"
+
+    def remap(p: str) -> str:
+        for root, fdpath in roots.items():
+            if p == root or p.startswith(root + "/"):
+                return fdpath + p[len(root):]
+        return p
+
+    os.setgroups([])
+    os.setgid(cfg["gid"])
+    os.setuid(cfg["uid"])
+    if os.getuid() == 0 or os.geteuid() == 0:
+        os._exit(97)
+    ctypes.CDLL(None, use_errno=True).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: keep /proc/self/fd usable
+    sys.path[:] = [remap(p) for p in sys.path]
+    for mod in list(sys.modules.values()):
+        path = getattr(mod, "__path__", None)
+        if isinstance(path, list):
+            path[:] = [remap(p) for p in path]
+    sys.path_importer_cache.clear()
+
+
+class Server:
+    def __init__(self, req_fd: int, resp_fd: int) -> None:
+        from course_lib.grading import protocol
+        self.protocol = protocol
+        self.req = os.fdopen(req_fd, "rb", buffering=0)
+        self.resp_fd = resp_fd
+        self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.ipython = _FakeIPython(self.ns)
+        self.ns["get_ipython"] = lambda: self.ipython
+        self.ns["display"] = lambda *objs, **kw: print(*objs)
+        self.objects: dict[int, Any] = {}
+        self.ids: dict[int, int] = {}
+        self.next_id = 1
+        self.hidden = set(self.ns)
+
+    # -- encoding -----------------------------------------------------------------
+    def handle(self, obj: Any) -> dict:
+        key = id(obj)
+        hid = self.ids.get(key)
+        if hid is None or self.objects.get(hid) is not obj:
+            hid = self.next_id
+            self.next_id += 1
+            self.objects[hid] = obj
+            self.ids[key] = hid
+        tp = type(obj)
+        desc = {"__t": "handle", "id": hid, "type": f"{tp.__module__}.{tp.__qualname__}",
+                "mro": [f"{c.__module__}.{c.__qualname__}" for c in tp.__mro__],
+                "callable": callable(obj), "name": str(getattr(obj, "__name__", ""))[:100]}
+        if isinstance(obj, type):
+            desc["class_mro"] = [f"{c.__module__}.{c.__qualname__}" for c in obj.__mro__]
+        return desc
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        import numpy as np
+        import torch
+        tp = type(value)
+        if tp in (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size):
+            return value
+        if depth > 20:
+            return self.handle(value)
+        if tp in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided:
+            return value.detach().cpu().clone()
+        if tp is np.ndarray and value.dtype != object:
+            try:
+                return {"__t": "ndarray", "v": torch.from_numpy(np.ascontiguousarray(value)).clone()}
+            except TypeError:
+                return self.handle(value)
+        if isinstance(value, np.generic) and tp.__module__ == "numpy":
+            return value.item()
+        if tp in (list, tuple):
+            items = [self.encode(v, depth + 1) for v in value]
+            return items if tp is list else tuple(items)
+        if tp is dict or (tp.__name__ == "OrderedDict" and tp.__module__ == "collections"):
+            if all(type(k) in (str, int) for k in value):
+                return {"__t": "dict", "ordered": tp is not dict,
+                        "items": [[k, self.encode(v, depth + 1)] for k, v in value.items()]}
+            return self.handle(value)
+        if tp.__name__ == "module" and hasattr(value, "__name__"):
+            return {"__t": "module", "name": value.__name__}
+        return self.handle(value)
+
+    def decode(self, value: Any) -> Any:
+        def make(desc: dict) -> Any:
+            if desc.get("__t") != "ref" or desc.get("id") not in self.objects:
+                raise self.protocol.ProtocolError("unknown object reference")
+            return self.objects[desc["id"]]
+        return self.protocol.decode(value, make)
+
+    # -- serving ------------------------------------------------------------------
+    def read(self) -> Any:
+        header = self.protocol.read_exact(self.req.read, self.protocol.header_size())
+        size = self.protocol.parse_header(header)
+        return self.protocol.unpack(self.protocol.read_exact(self.req.read, size))
+
+    def send(self, obj: Any) -> None:
+        try:
+            self.protocol.write_message(self.resp_fd, obj)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable leftover
+            self.protocol.write_message(self.resp_fd, {"ok": False, "error": {
+                "type": type(exc).__name__, "message": f"the result could not be sent: {exc}", "traceback": ""}})
+
+    def error(self, exc: BaseException) -> dict:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell")]
+        tb = "".join(traceback.format_list(frames))
+        try:
+            message = str(exc)
+        except Exception:  # noqa: BLE001
+            message = "<unprintable>"
+        return {"type": type(exc).__name__, "message": message[:2000], "traceback": tb[-4000:]}
+
+    def run(self) -> None:
+        while True:
+            try:
+                req = self.read()
+            except EOFError:
+                return
+            op = req.get("op") if isinstance(req, dict) else None
+            if op == "exec":
+                self.send(self.op_exec(req))
+                continue
+            out, err = _Capped(), _Capped()
+            old = sys.stdout, sys.stderr
+            sys.stdout, sys.stderr = out, err
+            try:
+                value = getattr(self, f"op_{op}")(req)
+                reply = {"ok": True, "value": self.encode(value)}
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the grader
+                reply = {"ok": False, "error": self.error(exc)}
+            finally:
+                sys.stdout, sys.stderr = old
+            self.send(reply)
+
+    def op_exec(self, req: dict) -> dict:
+        name = f"<cell {req['cell']}>"
+        source = req["source"]
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        out, err = _Capped(), _Capped()
+        old = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        error = None
+        try:
+            exec(compile(source, name, "exec"), self.ns)
+        except BaseException as exc:  # noqa: BLE001 - like "allow errors": keep going
+            error = self.error(exc)
+        finally:
+            sys.stdout, sys.stderr = old
+        notes, self.ipython.notes = self.ipython.notes, []
+        return {"ok": True, "error": error, "stdout": out.getvalue(), "stderr": err.getvalue(), "notes": notes}
+
+    def op_globals(self, req: dict) -> Any:
+        skip = {"In", "Out", "exit", "quit", "_", "__", "___"}
+        names = {}
+        for key, value in list(self.ns.items()):
+            if key in self.hidden or key in skip or key.startswith("__") or not isinstance(key, str):
+                continue
+            if key.startswith("_i") or key.startswith("_oh"):
+                continue
+            names[key] = value
+        return names
+
+    def obj(self, req: dict) -> Any:
+        oid = req.get("target")
+        if oid not in self.objects:
+            raise LookupError("unknown object (the sandbox was restarted?)")
+        return self.objects[oid]
+
+    def op_call(self, req: dict) -> Any:
+        args = self.decode(req.get("args", []))
+        kwargs = self.decode(req.get("kwargs", {"__t": "dict", "items": []}))
+        return self.obj(req)(*args, **kwargs)
+
+    def op_getattr(self, req: dict) -> Any:
+        return getattr(self.obj(req), req["name"])
+
+    def op_setattr(self, req: dict) -> Any:
+        setattr(self.obj(req), req["name"], self.decode(req["value"]))
+        return None
+
+    def op_getitem(self, req: dict) -> Any:
+        return self.obj(req)[self.decode(req["key"])]
+
+    def op_setitem(self, req: dict) -> Any:
+        self.obj(req)[self.decode(req["key"])] = self.decode(req["value"])
+        return None
+
+    def op_len(self, req: dict) -> Any:
+        return len(self.obj(req))
+
+    def op_bool(self, req: dict) -> Any:
+        return bool(self.obj(req))
+
+    def op_contains(self, req: dict) -> Any:
+        return self.decode(req["value"]) in self.obj(req)
+
+    def op_iter(self, req: dict) -> Any:
+        items = []
+        for i, item in enumerate(iter(self.obj(req))):
+            if i >= MAX_ITER_ITEMS:
+                raise OverflowError(f"iteration produced more than {MAX_ITER_ITEMS} items")
+            items.append(item)
+        return items
+
+    def op_repr(self, req: dict) -> Any:
+        return repr(self.obj(req))[:2000]
+
+    def op_str(self, req: dict) -> Any:
+        return str(self.obj(req))[:2000]
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    req_fd, resp_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
+    _apply_limits(cfg)
+    for path in reversed(cfg.get("sys_path", [])):
+        sys.path.insert(0, path)
+    threads = str(cfg.get("threads", 1))
+    os.environ.setdefault("OMP_NUM_THREADS", threads)
+    for mod in PRELOAD:
+        try:
+            __import__(mod)
+        except Exception:  # noqa: BLE001 - a missing optional module is fine
+            pass
+    import torch
+    torch.set_num_threads(int(threads))
+    if cfg.get("drop") == "late" and os.getuid() == 0:
+        _drop_privileges_late(cfg)
+    server = Server(req_fd, resp_fd)
+    server.send({"ready": True, "pid": os.getpid(), "uid": os.getuid()})
+    server.run()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

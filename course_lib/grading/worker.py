@@ -1,0 +1,57 @@
+"""A grading worker process: grades submissions sent as JSON lines on stdin.
+
+``course-grade --jobs N`` starts N workers. Each worker is a child subreaper: every
+process a learner's code starts (even double-forked and detached with ``setsid``) is
+re-parented to the worker, which kills all its descendants after each submission,
+before the result goes back to the parent. Results travel on a private copy of the
+original stdout; fd 1 itself is pointed at stderr so stray prints cannot corrupt them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from course_lib.grading.notebook import Assignment
+from course_lib.grading.runner import grade_submission
+from course_lib.grading.sandbox import SandboxConfig, kill_descendants, set_child_subreaper
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    set_child_subreaper()
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    assignments: dict[str, Assignment] = {}
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        try:
+            path = job["assignment"]
+            if path not in assignments:
+                assignments[path] = Assignment.load(path)
+            notebooks = {k: (Path(v) if v else None) for k, v in job["notebooks"].items()}
+            result = grade_submission(assignments[path], job["student"], notebooks,
+                                      config=SandboxConfig(**job.get("config", {})), seed=job.get("seed"),
+                                      public_only=bool(job.get("public_only")))
+            reply = {"result": result.to_dict()}
+        except Exception as exc:  # noqa: BLE001 - reported as a grader error row
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            kill_descendants()
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

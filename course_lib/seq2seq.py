@@ -1,0 +1,435 @@
+"""GRU encoder-decoder models for translation, without and with Bahdanau attention.
+
+Shape letters: B batch, S source length, L target length, V target vocabulary size,
+E embedding size, h hidden size (``num_hiddens``), N number of GRU layers.
+
+Two models, one interface (the one :mod:`course_lib.decoding` relies on):
+
+* :class:`Seq2Seq` compresses the whole source into the encoder's final top-layer state,
+  a fixed-size *context* vector that is fed to the decoder at every step (D2L's design).
+  However long the sentence, everything the decoder learns about it has to fit in h
+  numbers: the bottleneck that attention removes.
+* :class:`AttentionSeq2Seq` keeps all S encoder states. At each step its decoder uses its
+  previous top-layer hidden state as the query of an additive (Bahdanau) attention over
+  them, and feeds the resulting context together with the embedded input token.
+
+Both implement:
+
+* ``forward(src, src_valid_lens, tgt_in) -> logits (B, L, V)`` (teacher forcing);
+* ``encode(src, src_valid_lens) -> state``;
+* ``decode_step(prev_tokens (B,), state) -> (logits (B, V), state)``, starting from
+  ``<bos>``; feeding ``tgt_in`` one column at a time gives the logits of ``forward``;
+* ``reorder_state(state, index (B2,)) -> state``: row i of the result is row ``index[i]``
+  (beam search uses it to keep and repeat hypotheses).
+
+Source padding. Sequences are right-padded and ``src_valid_lens[b]`` counts the real
+tokens of row b (``<eos>`` included). The encoder packs the batch
+(``nn.utils.rnn.pack_padded_sequence``), so pad tokens never enter the GRU: the outputs at
+real positions and the final state are those of the unpadded sentence, and the outputs at
+padded positions are zero. (D2L's encoder runs the GRU over the pads too and takes the
+state after the last *padded* position as the context.) The attention decoder masks the
+padded positions with ``src_valid_lens``; they get exactly zero weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from course_lib.scoring import AdditiveAttention
+
+__all__ = [
+    "Seq2SeqConfig",
+    "GRUEncoder",
+    "GRUDecoder",
+    "BahdanauDecoder",
+    "Seq2SeqState",
+    "AttentionState",
+    "Seq2Seq",
+    "AttentionSeq2Seq",
+    "init_seq2seq_weights",
+]
+
+
+@dataclass
+class Seq2SeqConfig:
+    """Hyperparameters of the GRU encoder-decoders.
+
+    Attributes:
+        src_vocab_size: size of the source vocabulary.
+        tgt_vocab_size: V, size of the target vocabulary.
+        embed_size: E, size of the token embeddings (encoder and decoder).
+        num_hiddens: h, size of the GRU states (and of the attention MLP).
+        num_layers: N, stacked GRU layers in the encoder and in the decoder.
+        dropout: dropout between GRU layers and on the attention weights.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    embed_size: int = 32
+    num_hiddens: int = 64
+    num_layers: int = 2
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_tokens(tokens: Tensor, name: str) -> None:
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
+        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        dtype = tokens.dtype if isinstance(tokens, Tensor) else None
+        raise ValueError(
+            f"{name} must be a (B, {'S' if name == 'src' else 'L'}) tensor of token ids of dtype "
+            f"torch.long, got shape {shape} and dtype {dtype}; add a batch axis with x[None] "
+            "and convert with .long()"
+        )
+
+
+def _check_valid_lens(valid_lens: Tensor, batch: int, length: int) -> None:
+    if not isinstance(valid_lens, Tensor) or valid_lens.shape != (batch,):
+        shape = tuple(valid_lens.shape) if isinstance(valid_lens, Tensor) else type(valid_lens).__name__
+        raise ValueError(f"src_valid_lens must have shape (B,) = ({batch},), got {shape}")
+    if valid_lens.dtype.is_floating_point or valid_lens.dtype == torch.bool:
+        raise ValueError(f"src_valid_lens must hold integers, got dtype {valid_lens.dtype}")
+    if batch and (int(valid_lens.min()) < 1 or int(valid_lens.max()) > length):
+        raise ValueError(
+            f"src_valid_lens must lie in [1, S={length}] (every source has at least its <eos>), "
+            f"got values from {int(valid_lens.min())} to {int(valid_lens.max())}"
+        )
+
+
+def init_seq2seq_weights(module: nn.Module) -> None:
+    """Xavier-uniform initialization of Linear and GRU weight matrices (D2L's choice).
+
+    Use as ``model.apply(init_seq2seq_weights)``; biases and embeddings keep PyTorch's
+    defaults.
+    """
+    if isinstance(module, nn.Linear):
+        nn.init.xavier_uniform_(module.weight)
+    elif isinstance(module, nn.GRU):
+        for name, param in module.named_parameters():
+            if name.startswith("weight"):
+                nn.init.xavier_uniform_(param)
+
+
+# --------------------------------------------------------------------------- encoder
+
+
+class GRUEncoder(nn.Module):
+    """Embedding + multi-layer GRU over the source, ignoring padding.
+
+    Args:
+        vocab_size: source vocabulary size.
+        embed_size: E.
+        num_hiddens: h.
+        num_layers: N.
+        dropout: dropout between GRU layers.
+
+    Shape:
+        src (B, S) long, src_valid_lens (B,) with values in [1, S] ->
+        ``(outputs, state)``: outputs (B, S, h) are the top layer's states at every
+        position (zero beyond the valid length); state (N, B, h) holds each layer's state
+        after the last real token.
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, batch_first=True,
+                          dropout=dropout if num_layers > 1 else 0.0)
+
+    def forward(self, src: Tensor, src_valid_lens: Tensor) -> tuple[Tensor, Tensor]:
+        _check_tokens(src, "src")
+        _check_valid_lens(src_valid_lens, src.shape[0], src.shape[1])
+        embedded = self.embedding(src)  # (B, S, E)
+        # Packing runs each row only over its real tokens: the pads never touch the state.
+        packed = nn.utils.rnn.pack_padded_sequence(
+            embedded, src_valid_lens.cpu(), batch_first=True, enforce_sorted=False)
+        packed_out, state = self.rnn(packed)  # state (N, B, h), rows in the original order
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(
+            packed_out, batch_first=True, total_length=src.shape[1])  # (B, S, h)
+        return outputs, state
+
+
+# --------------------------------------------------------------------------- decoders
+
+
+@dataclass
+class Seq2SeqState:
+    """Decoder state of :class:`Seq2Seq`.
+
+    Attributes:
+        context: the encoder's final top-layer state, fed at every step. Shape (B, h).
+        hidden: the decoder GRU's state. Shape (N, B, h).
+    """
+
+    context: Tensor
+    hidden: Tensor
+
+
+@dataclass
+class AttentionState:
+    """Decoder state of :class:`AttentionSeq2Seq`.
+
+    Attributes:
+        enc_outputs: all encoder top-layer states, the keys and values. Shape (B, S, h).
+        src_valid_lens: real source tokens per row. Shape (B,).
+        hidden: the decoder GRU's state. Shape (N, B, h).
+    """
+
+    enc_outputs: Tensor
+    src_valid_lens: Tensor
+    hidden: Tensor
+
+
+class GRUDecoder(nn.Module):
+    """GRU decoder that reads the fixed context at every step (D2L's seq2seq decoder).
+
+    The input of step t is ``[embedding(y_{t-1}); c]`` where c is the encoder's final
+    top-layer state; the initial hidden state is the encoder's final state (all layers).
+
+    Args:
+        vocab_size: V.
+        embed_size: E.
+        num_hiddens: h (must equal the encoder's).
+        num_layers: N (must equal the encoder's).
+        dropout: dropout between GRU layers.
+
+    Shape:
+        tokens (B, L) long, state -> ``(logits (B, L, V), state)``.
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, batch_first=True,
+                          dropout=dropout if num_layers > 1 else 0.0)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+
+    def init_state(self, enc_outputs: Tensor, enc_state: Tensor) -> Seq2SeqState:
+        """The state before the first step, from the encoder's ``(outputs, state)``."""
+        return Seq2SeqState(context=enc_state[-1], hidden=enc_state)
+
+    def forward(self, tokens: Tensor, state: Seq2SeqState) -> tuple[Tensor, Seq2SeqState]:
+        _check_tokens(tokens, "tgt_in")
+        embedded = self.embedding(tokens)  # (B, L, E)
+        context = state.context.unsqueeze(1).expand(-1, tokens.shape[1], -1)  # (B, L, h)
+        outputs, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)  # (B, L, h)
+        return self.dense(outputs), Seq2SeqState(state.context, hidden)
+
+
+class BahdanauDecoder(nn.Module):
+    """GRU decoder with additive attention over all encoder states (Bahdanau et al. 2015).
+
+    At step t the query is the decoder's previous top-layer hidden state s_{t-1}; the
+    context is ``c_t = sum_j alpha(s_{t-1}, h_j) h_j`` over the real source positions j,
+    and the GRU input is ``[embedding(y_{t-1}); c_t]``. The steps run one after another,
+    even with teacher forcing, because each query depends on the previous step.
+
+    Args:
+        vocab_size: V.
+        embed_size: E.
+        num_hiddens: h (must equal the encoder's); also the attention MLP's size.
+        num_layers: N (must equal the encoder's).
+        dropout: dropout between GRU layers and on the attention weights.
+
+    Shape:
+        tokens (B, L) long, state -> ``(logits (B, L, V), state)``. After a call,
+        ``attention_weights`` holds the (B, L, S) weights of its L steps (detached).
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.attention = AdditiveAttention(num_hiddens, num_hiddens, num_hiddens, dropout)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, batch_first=True,
+                          dropout=dropout if num_layers > 1 else 0.0)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.attention_weights: Tensor | None = None
+
+    def init_state(self, enc_outputs: Tensor, enc_state: Tensor, src_valid_lens: Tensor) -> AttentionState:
+        """The state before the first step, from the encoder's outputs and final state."""
+        return AttentionState(enc_outputs=enc_outputs, src_valid_lens=src_valid_lens, hidden=enc_state)
+
+    def forward(self, tokens: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
+        _check_tokens(tokens, "tgt_in")
+        embedded = self.embedding(tokens)  # (B, L, E)
+        hidden = state.hidden
+        outputs, weights = [], []
+        for t in range(tokens.shape[1]):
+            query = hidden[-1].unsqueeze(1)  # (B, 1, h)
+            context = self.attention(query, state.enc_outputs, state.enc_outputs,
+                                     state.src_valid_lens)  # (B, 1, h)
+            weights.append(self.attention.attention_weights.detach())  # (B, 1, S)
+            step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + h)
+            out, hidden = self.rnn(step_in, hidden)  # (B, 1, h)
+            outputs.append(out)
+        self.attention_weights = torch.cat(weights, dim=1)  # (B, L, S)
+        logits = self.dense(torch.cat(outputs, dim=1))  # (B, L, V)
+        return logits, AttentionState(state.enc_outputs, state.src_valid_lens, hidden)
+
+
+# --------------------------------------------------------------------------- models
+
+
+class _EncoderDecoder(nn.Module):
+    """What both models share: encode once, decode with teacher forcing or step by step."""
+
+    encoder: GRUEncoder
+    decoder: nn.Module
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = GRUEncoder(config.src_vocab_size, config.embed_size, config.num_hiddens,
+                                  config.num_layers, config.dropout)
+
+    def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState | AttentionState:
+        """Run the encoder and build the decoder's initial state.
+
+        Args:
+            src: source ids, right-padded, (B, S) long.
+            src_valid_lens: real tokens per row, (B,), each in [1, S].
+
+        Returns:
+            The decoder state (see :class:`Seq2SeqState` / :class:`AttentionState`).
+        """
+        raise NotImplementedError
+
+    def forward(self, src: Tensor, src_valid_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: the logits of every target position at once.
+
+        Args:
+            src: source ids (B, S), right-padded.
+            src_valid_lens: real source tokens per row (B,).
+            tgt_in: decoder input (B, L), ``<bos>`` followed by the target.
+
+        Returns:
+            Logits (B, L, V); position t scores the token that follows ``tgt_in[:, :t+1]``.
+        """
+        _check_tokens(tgt_in, "tgt_in")
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"src (B, S) {tuple(src.shape)} and tgt_in (B, L) {tuple(tgt_in.shape)} "
+                             "must have the same batch size B")
+        logits, _ = self.decoder(tgt_in, self.encode(src, src_valid_lens))
+        return logits
+
+    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState
+                    ) -> tuple[Tensor, Seq2SeqState | AttentionState]:
+        """One decoding step.
+
+        Args:
+            prev_tokens: the previous token of each row, (B,) long (``<bos>`` first).
+            state: from :meth:`encode` or the previous step.
+
+        Returns:
+            ``(logits (B, V), new state)``.
+        """
+        if prev_tokens.dim() != 1:
+            raise ValueError(f"prev_tokens must have shape (B,), got {tuple(prev_tokens.shape)}")
+        logits, state = self.decoder(prev_tokens.unsqueeze(1), state)  # (B, 1, V)
+        return logits.squeeze(1), state
+
+    def reorder_state(self, state: Seq2SeqState | AttentionState, index: Tensor
+                      ) -> Seq2SeqState | AttentionState:
+        """Select / repeat batch rows of a state: row i of the result is row ``index[i]``.
+
+        Args:
+            state: a decoder state with B rows.
+            index: (B2,) long indices into the B rows.
+
+        Returns:
+            A state of the same type with B2 rows.
+        """
+        if index.dim() != 1:
+            raise ValueError(f"index must have shape (B2,), got {tuple(index.shape)}")
+        if isinstance(state, AttentionState):
+            return AttentionState(
+                enc_outputs=state.enc_outputs.index_select(0, index),
+                src_valid_lens=state.src_valid_lens.index_select(0, index),
+                hidden=state.hidden.index_select(1, index),
+            )
+        if isinstance(state, Seq2SeqState):
+            return Seq2SeqState(context=state.context.index_select(0, index),
+                                hidden=state.hidden.index_select(1, index))
+        raise ValueError(f"unknown state type {type(state).__name__}")
+
+
+class Seq2Seq(_EncoderDecoder):
+    """GRU encoder-decoder without attention: the source is squeezed into one vector.
+
+    Args:
+        config: the hyperparameters.
+
+    Shape:
+        ``forward``: src (B, S), src_valid_lens (B,), tgt_in (B, L) -> logits (B, L, V).
+        ``decode_step``: prev_tokens (B,), state -> (logits (B, V), state).
+
+    Example:
+        >>> cfg = Seq2SeqConfig(src_vocab_size=10, tgt_vocab_size=12)
+        >>> model = Seq2Seq(cfg)
+        >>> src = torch.tensor([[5, 6, 2, 0]]); lens = torch.tensor([3])
+        >>> model(src, lens, torch.tensor([[1, 7, 8]])).shape
+        torch.Size([1, 3, 12])
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__(config)
+        self.decoder = GRUDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
+                                  config.num_layers, config.dropout)
+        self.apply(init_seq2seq_weights)
+
+    def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState:
+        enc_outputs, enc_state = self.encoder(src, src_valid_lens)
+        return self.decoder.init_state(enc_outputs, enc_state)
+
+
+class AttentionSeq2Seq(_EncoderDecoder):
+    """GRU encoder-decoder with Bahdanau (additive) attention.
+
+    Args:
+        config: the hyperparameters.
+
+    Shape:
+        ``forward``: src (B, S), src_valid_lens (B,), tgt_in (B, L) -> logits (B, L, V);
+        afterwards ``attention_weights`` holds the (B, L, S) weights (row t: where the
+        decoder looked to produce position t; zero beyond each valid length).
+        ``decode_step``: prev_tokens (B,), state -> (logits (B, V), state); afterwards
+        ``last_attention_weights`` holds that step's (B, S) weights.
+    """
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__(config)
+        self.decoder = BahdanauDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
+                                       config.num_layers, config.dropout)
+        self.apply(init_seq2seq_weights)
+        self.attention_weights: Tensor | None = None
+        self.last_attention_weights: Tensor | None = None
+
+    def encode(self, src: Tensor, src_valid_lens: Tensor) -> AttentionState:
+        enc_outputs, enc_state = self.encoder(src, src_valid_lens)
+        return self.decoder.init_state(enc_outputs, enc_state, src_valid_lens)
+
+    def forward(self, src: Tensor, src_valid_lens: Tensor, tgt_in: Tensor) -> Tensor:
+        logits = super().forward(src, src_valid_lens, tgt_in)
+        self.attention_weights = self.decoder.attention_weights  # (B, L, S)
+        return logits
+
+    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState
+                    ) -> tuple[Tensor, Seq2SeqState | AttentionState]:
+        logits, state = super().decode_step(prev_tokens, state)
+        self.last_attention_weights = self.decoder.attention_weights[:, 0]  # (B, S)
+        return logits, state

@@ -1,0 +1,553 @@
+"""The Transformer encoder-decoder (Vaswani et al., 2017), built from the course's pieces.
+
+Shape letters: B batch, S source length, L target length, E model size (d_model),
+H heads, D = E / H head size, F feed-forward size (d_ff), V target vocabulary size,
+t number of target tokens decoded so far (cached decoding).
+
+An encoder block is self-attention, then a position-wise feed-forward network (FFN),
+each wrapped in a residual connection and a layer norm. A decoder block has three
+sub-layers: *causal* self-attention (position i sees target positions <= i), then
+encoder-decoder (cross) attention, where the decoder supplies the queries and the
+encoder output supplies the keys and values, then the FFN.
+
+Residual + layer norm comes in two orders, chosen with ``norm_first``:
+
+* post-norm (the paper, ``norm_first=False``): ``X = LayerNorm(X + dropout(sublayer(X)))``;
+* pre-norm (GPT-2 and most recent models): ``X = X + dropout(sublayer(LayerNorm(X)))``,
+  plus one final LayerNorm after the last block, since nothing else normalizes the
+  residual stream. Pre-norm keeps an identity path from the input to the output and is
+  usually easier to train deep or with a large learning rate.
+
+LayerNorm normalizes each position's E features on their own. BatchNorm would average
+over the batch and over positions, mixing real tokens with padding and depending on the
+batch and sequence lengths, which is why sequence models use LayerNorm.
+
+Unlike D2L's decoder, the decoder here applies its causal mask in evaluation too, and
+teacher forcing (:meth:`Transformer.forward`) and step-by-step decoding
+(:meth:`Transformer.decode_step`, with a key/value cache) give the same logits.
+
+Masks: the modules use ``nn.MultiheadAttention``'s ``key_padding_mask`` (bool, True =
+padding, ignored). :class:`Transformer` takes D2L-style source valid lengths (B,) and
+converts them with ``valid_lens_to_key_padding_mask``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib.masking import valid_lens_to_key_padding_mask
+from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.positional import PositionalEncoding
+from course_lib.scoring import scaled_dot_product_attention
+
+__all__ = [
+    "TransformerConfig",
+    "PositionWiseFFN",
+    "AddNorm",
+    "TransformerEncoderBlock",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerState",
+    "Transformer",
+]
+
+
+@dataclass
+class TransformerConfig:
+    """Hyperparameters of :class:`Transformer`.
+
+    Args:
+        src_vocab_size: size of the source vocabulary.
+        tgt_vocab_size: V, size of the target vocabulary.
+        d_model: E, the size of every token representation.
+        num_heads: H; must divide ``d_model``.
+        d_ff: F, hidden size of the position-wise FFN (the paper uses 4 * d_model).
+        num_layers: number of encoder blocks and of decoder blocks.
+        dropout: dropout after the positional encoding, on attention weights, inside the
+            FFN and on every sub-layer output before the residual addition.
+        max_len: longest source or target sequence (size of the positional table).
+        norm_first: pre-norm if True, post-norm (the paper) if False.
+        tie_embeddings: share the target embedding matrix with the output layer.
+        layer_norm_eps: epsilon of every LayerNorm.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64
+    num_heads: int = 4
+    d_ff: int = 256
+    num_layers: int = 2
+    dropout: float = 0.1
+    max_len: int = 256
+    norm_first: bool = False
+    tie_embeddings: bool = False
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff",
+                     "num_layers", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
+                             f"(each head gets d_model / num_heads features); e.g. use d_model="
+                             f"{self.num_heads * max(1, round(self.d_model / self.num_heads))}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+class PositionWiseFFN(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, the same two-layer MLP at every position.
+
+    Args:
+        d_model: E, input and output size.
+        d_ff: F, hidden size.
+        dropout: dropout on the hidden activations (as in ``nn.TransformerEncoderLayer``).
+        bias: whether both layers have biases.
+
+    Shape:
+        X (B, T, E) -> (B, T, E)
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.dense1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.dense2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, X: Tensor) -> Tensor:
+        return self.dense2(self.dropout(F.relu(self.dense1(X))))
+
+
+class AddNorm(nn.Module):
+    """Residual connection followed by layer norm: LayerNorm(X + dropout(Y)).
+
+    ``Y`` is the output of a sub-layer applied to ``X``. The layer norm is applied once,
+    after the residual addition (not once per attention head). Pre-norm blocks use the
+    same two modules in the other order: X + dropout(sublayer(norm(X))).
+
+    Args:
+        d_model: E.
+        dropout: dropout on ``Y`` before the addition.
+        eps: LayerNorm epsilon.
+
+    Shape:
+        X (B, T, E), Y (B, T, E) -> (B, T, E)
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+
+    def forward(self, X: Tensor, Y: Tensor) -> Tensor:
+        if X.shape != Y.shape:
+            raise ValueError(f"the residual X and sub-layer output Y must have the same shape, "
+                             f"got {tuple(X.shape)} and {tuple(Y.shape)}")
+        return self.norm(X + self.dropout(Y))
+
+
+class _Sublayers(nn.Module):
+    """Residual wiring shared by the encoder and decoder blocks (post- or pre-norm)."""
+
+    norm_first: bool
+
+    def _sublayer_input(self, X: Tensor, addnorm: AddNorm) -> Tensor:
+        return addnorm.norm(X) if self.norm_first else X
+
+    def _sublayer_output(self, X: Tensor, Y: Tensor, addnorm: AddNorm) -> Tensor:
+        return X + addnorm.dropout(Y) if self.norm_first else addnorm(X, Y)
+
+
+def _attend_projected(mha: MultiHeadAttention, query: Tensor, keys: Tensor, values: Tensor,
+                      attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+    """``mha``'s computation when the keys and values are already projected and split.
+
+    This is what a key/value cache needs: the projections of past positions are kept
+    (``keys``, ``values`` of shape (B, H, S, D)) and only the new queries are projected.
+    ``attn_mask`` is SDPA-style (True = may attend). Records ``mha.attention_weights``.
+    """
+    q = split_heads(mha.q_proj(query), mha.num_heads)  # (B, H, L, D)
+    out, weights = scaled_dot_product_attention(
+        q, keys, values, attn_mask=attn_mask, is_causal=is_causal,
+        dropout_p=mha.dropout if mha.training else 0.0)
+    assert weights is not None
+    mha.attention_weights = weights.detach()
+    return mha.out_proj(merge_heads(out))  # (B, L, E)
+
+
+class TransformerEncoderBlock(_Sublayers):
+    """Self-attention and FFN, each with residual + layer norm.
+
+    Args:
+        d_model: E.
+        num_heads: H.
+        d_ff: F.
+        dropout: see :class:`TransformerConfig`.
+        norm_first: pre-norm if True, post-norm if False.
+        layer_norm_eps: LayerNorm epsilon.
+        bias: biases in the attention projections and the FFN.
+
+    Shape:
+        X (B, S, E), key_padding_mask (B, S) bool (True = padding) -> (B, S, E).
+        After a forward pass, ``attention.attention_weights`` holds (B, H, S, S).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
+        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
+
+    def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        h = self._sublayer_input(X, self.addnorm1)
+        y, _ = self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False)
+        X = self._sublayer_output(X, y, self.addnorm1)
+        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm2)), self.addnorm2)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
+        """An equivalent block with weights copied from ``nn.TransformerEncoderLayer``.
+
+        Supports ``norm_first`` both ways and the ReLU activation. The block is always
+        batch-first; with a ``batch_first=False`` layer, transpose the inputs yourself.
+        """
+        activation = getattr(layer, "activation", None)
+        if activation is not F.relu and not isinstance(activation, nn.ReLU):
+            raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
+        weight = layer.linear1.weight
+        block = cls(layer.linear1.in_features, layer.self_attn.num_heads, layer.linear1.out_features,
+                    dropout=layer.dropout.p, norm_first=layer.norm_first,
+                    layer_norm_eps=layer.norm1.eps, bias=layer.linear1.bias is not None)
+        block = block.to(device=weight.device, dtype=weight.dtype)  # before copying: no rounding
+        block.attention = MultiHeadAttention.from_torch(layer.self_attn)
+        block.attention.batch_first = True
+        with torch.no_grad():
+            pairs = [(block.ffn.dense1, layer.linear1), (block.ffn.dense2, layer.linear2),
+                     (block.addnorm1.norm, layer.norm1), (block.addnorm2.norm, layer.norm2)]
+            for ours, theirs in pairs:
+                ours.weight.copy_(theirs.weight)
+                if theirs.bias is not None:
+                    ours.bias.copy_(theirs.bias)
+        return block.train(layer.training)
+
+
+class TransformerDecoderBlock(_Sublayers):
+    """Causal self-attention, cross-attention to the encoder output, then FFN.
+
+    In cross-attention the queries come from the decoder (the output of the first
+    sub-layer) and the keys and values from the encoder output ``memory``.
+
+    Args:
+        d_model, num_heads, d_ff, dropout, norm_first, layer_norm_eps, bias: as in
+            :class:`TransformerEncoderBlock`.
+
+    Shape:
+        X (B, L, E), memory (B, S, E), memory_key_padding_mask (B, S) bool -> (B, L, E).
+        After a forward pass, ``self_attention.attention_weights`` holds (B, H, L, L) and
+        ``cross_attention.attention_weights`` holds (B, H, L, S).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.num_heads = num_heads
+        self.self_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
+        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
+        self.addnorm3 = AddNorm(d_model, dropout, layer_norm_eps)
+
+    def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
+        """Teacher forcing: all L target positions at once, each seeing only its past."""
+        h = self._sublayer_input(X, self.addnorm1)
+        y, _ = self.self_attention(h, h, h, is_causal=True, average_attn_weights=False)
+        X = self._sublayer_output(X, y, self.addnorm1)
+        h = self._sublayer_input(X, self.addnorm2)
+        y, _ = self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                    average_attn_weights=False)
+        X = self._sublayer_output(X, y, self.addnorm2)
+        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
+
+    def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
+        k = split_heads(self.cross_attention.k_proj(memory), self.num_heads)  # (B, H, S, D)
+        v = split_heads(self.cross_attention.v_proj(memory), self.num_heads)  # (B, H, S, D)
+        return k, v
+
+    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor],
+             memory_keep: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Process new target positions given the cached keys/values of the earlier ones.
+
+        Args:
+            X: (B, L_new, E) inputs of the new positions (usually L_new = 1).
+            past: self-attention keys and values of the t earlier positions, (B, H, t, D)
+                each (t may be 0).
+            cross: :meth:`cross_keys_values` of the encoder output.
+            memory_keep: (B, 1, 1, S) bool, True at real source positions (SDPA-style).
+
+        Returns:
+            ``(output (B, L_new, E), (keys, values))`` with keys and values now covering
+            t + L_new positions.
+        """
+        sa = self.self_attention
+        h = self._sublayer_input(X, self.addnorm1)
+        keys = torch.cat([past[0], split_heads(sa.k_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
+        values = torch.cat([past[1], split_heads(sa.v_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
+        # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
+        y = _attend_projected(sa, h, keys, values, is_causal=True)
+        X = self._sublayer_output(X, y, self.addnorm1)
+        h = self._sublayer_input(X, self.addnorm2)
+        y = _attend_projected(self.cross_attention, h, cross[0], cross[1], attn_mask=memory_keep)
+        X = self._sublayer_output(X, y, self.addnorm2)
+        X = self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
+        return X, (keys, values)
+
+
+def _block_args(config: TransformerConfig) -> dict:
+    return dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff,
+                dropout=config.dropout, norm_first=config.norm_first,
+                layer_norm_eps=config.layer_norm_eps)
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of encoder blocks (plus a final LayerNorm when pre-norm).
+
+    It takes embedded inputs, like ``nn.TransformerEncoder``; :class:`Transformer` adds
+    the token embedding and positional encoding.
+
+    Shape:
+        X (B, S, E), key_padding_mask (B, S) bool (True = padding) -> (B, S, E)
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(TransformerEncoderBlock(**_block_args(config))
+                                    for _ in range(config.num_layers))
+        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+                                if config.norm_first else nn.Identity())
+
+    def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        for block in self.blocks:
+            X = block(X, key_padding_mask)
+        return self.norm(X)
+
+    def attention_weights(self) -> list[Tensor | None]:
+        """Self-attention weights of the last forward pass, (B, H, S, S) per layer."""
+        return [block.attention.attention_weights for block in self.blocks]
+
+
+class TransformerDecoder(nn.Module):
+    """A stack of decoder blocks (plus a final LayerNorm when pre-norm).
+
+    Shape:
+        X (B, L, E), memory (B, S, E), memory_key_padding_mask (B, S) -> (B, L, E)
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(TransformerDecoderBlock(**_block_args(config))
+                                    for _ in range(config.num_layers))
+        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+                                if config.norm_first else nn.Identity())
+
+    def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
+        for block in self.blocks:
+            X = block(X, memory, memory_key_padding_mask)
+        return self.norm(X)
+
+    def self_attention_weights(self) -> list[Tensor | None]:
+        """Causal self-attention weights of the last pass, (B, H, L, L) per layer."""
+        return [block.self_attention.attention_weights for block in self.blocks]
+
+    def cross_attention_weights(self) -> list[Tensor | None]:
+        """Cross-attention weights of the last pass, (B, H, L, S) per layer."""
+        return [block.cross_attention.attention_weights for block in self.blocks]
+
+
+@dataclass
+class TransformerState:
+    """What :meth:`Transformer.decode_step` carries from one step to the next.
+
+    Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
+    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
+    projected once, and the self-attention keys/values of the t target tokens seen so far.
+
+    Shape:
+        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
+        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
+    """
+
+    memory: Tensor
+    src_key_padding_mask: Tensor
+    cross_keys: list[Tensor]
+    cross_values: list[Tensor]
+    self_keys: list[Tensor]
+    self_values: list[Tensor]
+    steps: int = 0
+
+    def index_select(self, index: Tensor) -> "TransformerState":
+        """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
+        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
+        return TransformerState(self.memory.index_select(0, index),
+                                self.src_key_padding_mask.index_select(0, index),
+                                pick(self.cross_keys), pick(self.cross_values),
+                                pick(self.self_keys), pick(self.self_values), self.steps)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks such as translation.
+
+    Token embeddings are multiplied by sqrt(E) and added to sinusoidal positional
+    encodings. The embeddings are initialised with standard deviation 1/sqrt(E), so after
+    the scaling their entries have unit variance, the same scale as the encoding (with
+    PyTorch's default N(0, 1) embeddings the scaled tokens would drown the positions).
+    A final Linear maps each decoder output to V logits; a softmax over them gives the
+    distribution of the next token (the loss applies it inside the cross-entropy).
+
+    Implements the seq2seq interface used by :mod:`course_lib.decoding`: ``forward``
+    (teacher forcing), ``encode``, ``decode_step`` and ``reorder_state``. Token ids:
+    ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2.
+
+    Args:
+        config: a :class:`TransformerConfig`.
+
+    Shape:
+        src (B, S), src_valid_lens (B,), tgt_in (B, L) -> logits (B, L, V).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        E = config.d_model
+        self.src_embedding = nn.Embedding(config.src_vocab_size, E)
+        self.tgt_embedding = nn.Embedding(config.tgt_vocab_size, E)
+        for emb in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(emb.weight, std=E ** -0.5)
+        self.positional = PositionalEncoding(E, config.dropout, config.max_len)
+        self.encoder = TransformerEncoder(config)
+        self.decoder = TransformerDecoder(config)
+        self.output = nn.Linear(E, config.tgt_vocab_size)
+        if config.tie_embeddings:
+            self.output.weight = self.tgt_embedding.weight
+        self.last_attention_weights: list[Tensor] | None = None
+
+    # ------------------------------------------------------------------ checks
+    def _check_tokens(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
+        if tokens.dim() != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+            raise ValueError(f"{name} must be an integer tensor of shape (B, {letter}), got "
+                             f"{tokens.dtype} of shape {tuple(tokens.shape)}")
+        if offset + tokens.shape[1] > self.config.max_len:
+            raise ValueError(f"{name} reaches position {offset + tokens.shape[1]} but max_len="
+                             f"{self.config.max_len}; truncate it or build the model with a larger "
+                             f"TransformerConfig.max_len")
+
+    def _embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        return self.positional(embedding(tokens) * math.sqrt(self.config.d_model), offset=offset)
+
+    # ------------------------------------------------------------------ teacher forcing
+    def encode_memory(self, src: Tensor, src_valid_lens: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Encoder output (B, S, E) and the source key_padding_mask (B, S) (True = padding)."""
+        self._check_tokens(src, "src", "S")
+        batch, src_len = src.shape
+        if src_valid_lens is None:
+            src_valid_lens = torch.full((batch,), src_len, dtype=torch.long, device=src.device)
+        if src_valid_lens.shape != (batch,):
+            raise ValueError(f"src_valid_lens must have shape (B,)=({batch},), got {tuple(src_valid_lens.shape)}")
+        padding = valid_lens_to_key_padding_mask(src_valid_lens.to(src.device), src_len)  # (B, S)
+        memory = self.encoder(self._embed(self.src_embedding, src), padding)
+        return memory, padding
+
+    def forward(self, src: Tensor, src_valid_lens: Tensor | None, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: logits for every target position in one parallel pass.
+
+        Args:
+            src: (B, S) source ids.
+            src_valid_lens: (B,) real tokens per source row (None: no padding).
+            tgt_in: (B, L) target input, ``<bos>`` followed by the target shifted right.
+
+        Returns:
+            Logits (B, L, V); position i depends on ``tgt_in[:, :i+1]`` only.
+        """
+        memory, padding = self.encode_memory(src, src_valid_lens)
+        self._check_tokens(tgt_in, "tgt_in", "L")
+        if tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"src (B, S) and tgt_in (B, L) must share B, got {tuple(src.shape)} "
+                             f"and {tuple(tgt_in.shape)}")
+        hidden = self.decoder(self._embed(self.tgt_embedding, tgt_in), memory, padding)
+        return self.output(hidden)
+
+    # ------------------------------------------------------------------ step by step
+    def encode(self, src: Tensor, src_valid_lens: Tensor | None) -> TransformerState:
+        """Run the encoder once and prepare the decoding state (no target tokens yet)."""
+        memory, padding = self.encode_memory(src, src_valid_lens)
+        cross = [block.cross_keys_values(memory) for block in self.decoder.blocks]
+        batch, heads = src.shape[0], self.config.num_heads
+        empty = memory.new_zeros(batch, heads, 0, self.config.d_model // heads)  # (B, H, 0, D)
+        layers = len(self.decoder.blocks)
+        return TransformerState(memory, padding, [k for k, _ in cross], [v for _, v in cross],
+                                [empty] * layers, [empty] * layers, steps=0)
+
+    def decode_step(self, prev_tokens: Tensor, state: TransformerState) -> tuple[Tensor, TransformerState]:
+        """Feed one token per row (``<bos>`` first) and get the next-token logits.
+
+        Only the new position is computed: each layer appends its projected key and value
+        to the cache and attends with the single new query. The result equals the
+        corresponding row of :meth:`forward`'s logits.
+
+        Args:
+            prev_tokens: (B,) the previous token of every row.
+            state: from :meth:`encode` or the previous step.
+
+        Returns:
+            ``(logits (B, V), new_state)``. ``last_attention_weights`` is then the list of
+            per-layer cross-attention weights (B, H, 1, S) of this step.
+        """
+        if prev_tokens.dim() != 1 or prev_tokens.shape[0] != state.memory.shape[0]:
+            raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
+                             f"got {tuple(prev_tokens.shape)}")
+        tokens = prev_tokens[:, None]  # (B, 1)
+        self._check_tokens(tokens, "the decoded target", "1", offset=state.steps)
+        X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
+        keep = ~state.src_key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        new_keys, new_values = [], []
+        for i, block in enumerate(self.decoder.blocks):
+            X, (k, v) = block.step(X, (state.self_keys[i], state.self_values[i]),
+                                   (state.cross_keys[i], state.cross_values[i]), keep)
+            new_keys.append(k)
+            new_values.append(v)
+        logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
+        self.last_attention_weights = [w for w in self.decoder.cross_attention_weights() if w is not None]
+        new_state = TransformerState(state.memory, state.src_key_padding_mask, state.cross_keys,
+                                     state.cross_values, new_keys, new_values, state.steps + 1)
+        return logits, new_state
+
+    def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
+        """Row ``i`` of the new state is row ``index[i]`` of ``state`` (beam search)."""
+        return state.index_select(index.to(state.memory.device))
+
+    # ------------------------------------------------------------------ plotting
+    def attention_maps(self) -> dict[str, list[Tensor]]:
+        """Attention weights of the last pass, per layer, each (B, H, queries, keys).
+
+        Returns:
+            ``{"encoder_self": [(B, H, S, S)], "decoder_self": [(B, H, L, L)],
+            "cross": [(B, H, L, S)]}``, one entry per layer (after :meth:`decode_step`
+            the decoder maps cover the last step only: L = 1).
+        """
+        def present(ws: list[Tensor | None]) -> list[Tensor]:
+            return [w for w in ws if w is not None]
+        return {"encoder_self": present(self.encoder.attention_weights()),
+                "decoder_self": present(self.decoder.self_attention_weights()),
+                "cross": present(self.decoder.cross_attention_weights())}

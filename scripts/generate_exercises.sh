@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Regenerate the learner notebooks exercises/<assignment>/ from solutions/<assignment>/ with
+# nbgrader (generate_assignment, no gradebook database). Deterministic: re-running gives no diff.
+#   bash scripts/generate_exercises.sh                    # all assignments
+#   bash scripts/generate_exercises.sh lesson03_scoring   # some
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m course_lib.grading generate "$@"

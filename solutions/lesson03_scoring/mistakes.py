@@ -1,0 +1,113 @@
+"""Typical mistakes for lesson03_scoring, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+MISTAKES = {
+    "missing_sqrt": {
+        "replace": {"dot_product_attention": '''
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        scores = torch.bmm(queries, keys.transpose(1, 2))  # forgot / sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+'''},
+        "fails": ["test_dot_product"],
+    },
+    "softmax_wrong_axis": {
+        "replace": {"masked_softmax": '''
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        return torch.softmax(scores, dim=1)
+    batch, num_queries, num_keys = scores.shape
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(batch, num_queries)
+    keep = torch.arange(num_keys)[None, None, :] < valid_lens[:, :, None]
+    return torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=1), nan=0.0)
+'''},
+        "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
+    },
+    "mask_after_softmax": {
+        "replace": {"masked_softmax": '''
+def masked_softmax(scores, valid_lens=None):
+    weights = torch.softmax(scores, dim=-1)
+    if valid_lens is None:
+        return weights
+    batch, num_queries, num_keys = scores.shape
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(batch, num_queries)
+    keep = torch.arange(num_keys)[None, None, :] < valid_lens[:, :, None]
+    return weights * keep  # zeroed after the softmax, not renormalised
+'''},
+        "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
+    },
+    "valid_lens_2d_ignored": {
+        "replace": {"masked_softmax": '''
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        return torch.softmax(scores, dim=-1)
+    batch, num_queries, num_keys = scores.shape
+    if valid_lens.dim() == 2:
+        valid_lens = valid_lens[:, 0]  # only looks at the first query's length
+    keep = torch.arange(num_keys)[None, None, :] < valid_lens[:, None, None]
+    return torch.softmax(scores.masked_fill(~keep, -1e9), dim=-1)
+'''},
+        "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "may_fail": ["test_dot_product", "test_additive"],
+    },
+    "additive_without_tanh": {
+        "replace": {"additive_attention": '''
+class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout=0.0):
+        super().__init__()
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        features = self.W_q(queries).unsqueeze(2) + self.W_k(keys).unsqueeze(1)
+        scores = self.w_v(features).squeeze(-1)  # no tanh
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+'''},
+        "fails": ["test_additive"],
+    },
+    "additive_renamed_parameters": {
+        "replace": {"additive_attention": '''
+class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout=0.0):
+        super().__init__()
+        self.key_proj = nn.Linear(key_size, num_hiddens, bias=False)
+        self.query_proj = nn.Linear(query_size, num_hiddens, bias=False)
+        self.score = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        features = self.query_proj(queries).unsqueeze(2) + self.key_proj(keys).unsqueeze(1)
+        scores = self.score(torch.tanh(features)).squeeze(-1)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+'''},
+        "fails": ["test_additive"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_VARIANCE = 8  # sqrt(64), not the variance
+ANSWER_SQRT = "a"
+ANSWER_MASK = "c"
+'''},
+        "fails": ["test_answer_variance", "test_answer_sqrt", "test_answer_mask"],
+    },
+}

@@ -1,0 +1,306 @@
+"""Tests for course_lib.scoring against PyTorch's SDPA (float64), d2l, and worked examples."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_lib.masking import causal_mask, valid_lens_to_mask
+from course_lib.scoring import AdditiveAttention, DotProductAttention, scaled_dot_product_attention
+
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def d2l():
+    from course_lib.d2l_compat import import_d2l
+
+    return import_d2l()
+
+
+def _qkv(*lead: int, q: int = 4, k: int = 6, d: int = 8, dv: int = 5, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(*lead, q, d, dtype=F64, generator=gen),
+            torch.randn(*lead, k, d, dtype=F64, generator=gen),
+            torch.randn(*lead, k, dv, dtype=F64, generator=gen))
+
+
+def _random_keep(*shape: int, seed: int = 1) -> torch.Tensor:
+    """A random keep mask with at least one True per row (so PyTorch's SDPA gives no NaN)."""
+    keep = torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) > 0.4
+    keep[..., 0] = True
+    return keep
+
+
+# ---------------------------------------------------------------- functional SDPA vs PyTorch
+
+@pytest.mark.parametrize("lead", [(), (3,), (2, 3)])
+def test_sdpa_matches_pytorch_and_weights_by_hand(lead):
+    q, k, v = _qkv(*lead)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    torch.testing.assert_close(weights, by_hand)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(*lead, 4, dtype=F64))
+
+
+def test_sdpa_bool_mask_means_may_attend():
+    q, k, v = _qkv(2, 3)
+    keep = _random_keep(2, 1, 4, 6)  # broadcast over heads
+    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
+    assert torch.all(weights.masked_select(~keep.expand_as(weights)) == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, dtype=F64))
+
+
+def test_sdpa_float_mask_is_added():
+    q, k, v = _qkv(2)
+    additive = torch.randn(4, 6, dtype=F64)
+    additive[1, 2:] = float("-inf")
+    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=additive))
+    by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8) + additive, dim=-1)
+    torch.testing.assert_close(weights, by_hand)
+
+
+def test_sdpa_is_causal_and_scale():
+    q, k, v = _qkv(2, 3, q=5, k=5)
+    out, weights = scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3))
+    assert torch.all(weights.triu(diagonal=1) == 0)
+    # is_causal combines with a boolean mask
+    keep = _random_keep(5, 5)
+    out, _ = scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_mask(5)))
+
+
+def test_sdpa_is_causal_with_more_keys_than_queries_is_bottom_right_aligned():
+    # the queries are the last Q positions (cached decoding); PyTorch's is_causal would align
+    # top-left instead, so compare against the explicit mask
+    q, k, v = _qkv(2, q=2, k=5)
+    out, weights = scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(2, 5)))
+    assert torch.all(weights[:, 0, 4] == 0) and torch.all(weights[:, 1] > 0)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "bool+causal", "float+causal"])
+def test_fast_path_equals_slow_path(mask_kind):
+    q, k, v = _qkv(2, 3, q=6, k=6)
+    attn_mask = None
+    if mask_kind.startswith("bool"):
+        attn_mask = _random_keep(2, 1, 6, 6)
+    elif mask_kind.startswith("float"):
+        attn_mask = torch.randn(6, 6, dtype=F64).masked_fill(~_random_keep(6, 6), float("-inf"))
+    causal = mask_kind.endswith("causal")
+    slow, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
+    fast, none = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal, need_weights=False)
+    assert none is None and weights is not None
+    torch.testing.assert_close(fast, slow)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float", "float+bool-causal"])
+def test_fully_masked_rows_give_zero_on_both_paths(kind):
+    q, k, v = _qkv(2, q=3, k=4)
+    keep = torch.ones(3, 4, dtype=torch.bool)
+    keep[1] = False  # query 1 may attend to nothing
+    if kind == "bool":
+        mask = keep
+    else:
+        mask = torch.zeros(3, 4, dtype=F64).masked_fill(~keep, float("-inf"))
+    causal = kind.endswith("causal")
+    slow, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    fast, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, need_weights=False)
+    assert torch.equal(weights[:, 1], torch.zeros(2, 4, dtype=F64))
+    assert torch.equal(slow[:, 1], torch.zeros(2, 5, dtype=F64))
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast, slow)
+    # the other rows are as PyTorch computes them
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_mask(3, 4) if causal else keep)
+    torch.testing.assert_close(slow[:, [0, 2]], ref[:, [0, 2]])
+
+
+def test_padding_invariance():
+    q, k, v = _qkv(3)
+    keep = valid_lens_to_mask(torch.tensor([2, 6, 4]), 4, 6)
+    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    k2, v2 = k.clone(), v.clone()
+    pad = ~keep[:, 0]  # (B, K) padded keys
+    k2[pad] = torch.randn(int(pad.sum()), 8, dtype=F64) * 50
+    v2[pad] = torch.randn(int(pad.sum()), 5, dtype=F64) * 50
+    out2, weights2 = scaled_dot_product_attention(q, k2, v2, attn_mask=keep)
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(weights2, weights)
+    fast, _ = scaled_dot_product_attention(q, k2, v2, attn_mask=keep, need_weights=False)
+    torch.testing.assert_close(fast, out)
+
+
+def test_sdpa_gradcheck():
+    q, k, v = (t.requires_grad_() for t in _qkv(2, q=3, k=4, d=3, dv=2))
+    keep = _random_keep(2, 3, 4)
+    keep[1, 2] = False  # one fully masked row: its zero output must have a zero gradient
+    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, attn_mask=keep)[0],
+                                    (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, is_causal=True,
+                                                                                 need_weights=False)[0],
+                                    (q, k, v))
+
+
+def test_sdpa_gradients_match_pytorch():
+    q, k, v = _qkv(2, 2)
+    keep = _random_keep(2, 1, 4, 6)
+    ours = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    grad_out = torch.randn(2, 2, 4, 5, dtype=F64)
+    scaled_dot_product_attention(*ours, attn_mask=keep)[0].backward(grad_out)
+    F.scaled_dot_product_attention(*ref, attn_mask=keep).backward(grad_out)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_sdpa_dropout_returns_weights_before_dropout():
+    q, k, v = _qkv(2)
+    _, plain = scaled_dot_product_attention(q, k, v)
+    torch.manual_seed(0)
+    out, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    torch.testing.assert_close(weights, plain)
+    assert not torch.allclose(out, scaled_dot_product_attention(q, k, v)[0])
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (((4, 8), (6, 7), (6, 5)), "same last size D"),
+    (((4, 8), (6, 8), (5, 5)), "same number of positions K"),
+    (((8,), (6, 8), (6, 5)), "at least 2 dimensions"),
+])
+def test_sdpa_errors(shapes, message):
+    q, k, v = (torch.randn(*s) for s in shapes)
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v)
+
+
+# ---------------------------------------------------------------- D2L-style modules
+
+@pytest.mark.parametrize("valid_lens", [None, torch.tensor([2, 6, 3]), torch.tensor([[1, 2, 3, 4]] * 3)])
+def test_dot_product_attention_vs_d2l_and_pytorch(d2l, valid_lens):
+    q, k, v = _qkv(3)
+    ours = DotProductAttention(dropout=0.0).eval()
+    theirs = d2l.DotProductAttention(dropout=0.0).eval()
+    out = ours(q, k, v, valid_lens)
+    torch.testing.assert_close(out, theirs(q, k, v, valid_lens))
+    torch.testing.assert_close(ours.attention_weights, theirs.attention_weights)
+    keep = None if valid_lens is None else valid_lens_to_mask(valid_lens, 4, 6)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
+
+
+def test_dot_product_attention_errors():
+    with pytest.raises(ValueError, match=r"\(B, Q, D\)"):
+        DotProductAttention()(*_qkv(2, 3))
+
+
+def _copied_additive(d2l, key_size: int, query_size: int, hidden: int):
+    theirs = d2l.AdditiveAttention(hidden, dropout=0.0).double().eval()
+    q, k, v = torch.randn(1, 1, query_size, dtype=F64), torch.randn(1, 2, key_size, dtype=F64), torch.randn(1, 2, 3, dtype=F64)
+    theirs(q, k, v, None)  # materialize the LazyLinear layers
+    ours = AdditiveAttention(key_size, query_size, hidden).double().eval()
+    with torch.no_grad():
+        for name in ("W_q", "W_k", "w_v"):
+            getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("valid_lens", [None, torch.tensor([2, 5]), torch.tensor([[1, 5, 3], [4, 2, 2]])])
+def test_additive_attention_vs_d2l(d2l, valid_lens):
+    ours, theirs = _copied_additive(d2l, key_size=3, query_size=7, hidden=6)
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 3, 7, dtype=F64, generator=gen), torch.randn(2, 5, 3, dtype=F64, generator=gen),
+               torch.randn(2, 5, 4, dtype=F64, generator=gen))
+    out = ours(q, k, v, valid_lens)
+    torch.testing.assert_close(out, theirs(q, k, v, valid_lens))
+    torch.testing.assert_close(ours.attention_weights, theirs.attention_weights)
+    # by hand: w_v^T tanh(W_q q + W_k k)
+    scores = torch.tanh((q @ ours.W_q.weight.T)[:, :, None, :] + (k @ ours.W_k.weight.T)[:, None, :, :])
+    scores = (scores @ ours.w_v.weight.T).squeeze(-1)
+    if valid_lens is not None:
+        scores = scores.masked_fill(~valid_lens_to_mask(valid_lens, 3, 5), float("-inf"))
+    torch.testing.assert_close(ours.attention_weights, torch.softmax(scores, -1))
+
+
+def test_additive_attention_gradcheck_and_errors():
+    att = AdditiveAttention(key_size=2, query_size=3, num_hiddens=4).double()
+    q, k, v = (torch.randn(2, 2, 3, dtype=F64, requires_grad=True), torch.randn(2, 4, 2, dtype=F64, requires_grad=True),
+               torch.randn(2, 4, 2, dtype=F64, requires_grad=True))
+    lens = torch.tensor([2, 4])
+    assert torch.autograd.gradcheck(lambda a, b, c: att(a, b, c, lens), (q, k, v))
+    with pytest.raises(ValueError, match="expected query size 3 and key size 2"):
+        att(torch.randn(2, 2, 5), torch.randn(2, 4, 2), torch.randn(2, 4, 2))
+    with pytest.raises(ValueError, match="must agree on B and K"):
+        att(torch.randn(2, 2, 3), torch.randn(2, 4, 2), torch.randn(2, 3, 2))
+    with pytest.raises(ValueError, match=r"queries \(B, Q, query_size\)"):
+        att(torch.randn(2, 3), torch.randn(2, 4, 2), torch.randn(2, 4, 2))
+
+
+def test_seed_001_additive_example():
+    # queries of size 20, ten keys of size 2 that are all equal, valid lengths [2, 6]:
+    # equal keys give equal scores, so the weights are exactly uniform over the valid keys
+    torch.manual_seed(0)
+    queries, keys = torch.normal(0, 1, (2, 1, 20)), torch.ones(2, 10, 2)
+    values = torch.arange(40, dtype=torch.float32).reshape(1, 10, 4).repeat(2, 1, 1)
+    att = AdditiveAttention(key_size=2, query_size=20, num_hiddens=8).eval()
+    out = att(queries, keys, values, torch.tensor([2, 6]))
+    weights = att.attention_weights
+    assert torch.equal(weights[0, 0, :2], torch.full((2,), 0.5))
+    assert torch.equal(weights[0, 0, 2:], torch.zeros(8))
+    torch.testing.assert_close(weights[1, 0, :6], torch.full((6,), 1 / 6), rtol=0, atol=1e-7)
+    assert torch.equal(weights[1, 0, 6:], torch.zeros(4))
+    # the output is the mean of the valid values
+    torch.testing.assert_close(out[:, 0], torch.stack([values[0, :2].mean(0), values[1, :6].mean(0)]))
+
+
+def test_seed_004_worked_example():
+    # the corrected numbers of SYLLABUS.md (the seed's K, QK^T and scale are wrong)
+    X = torch.tensor([[1.0, 0, 1], [0, 1, 1]], dtype=F64)
+    W_Q = torch.tensor([[1.0, 0], [0, 1], [1, 0]], dtype=F64)
+    W_K = torch.tensor([[0.0, 1], [1, 0], [0, 1]], dtype=F64)
+    W_V = torch.tensor([[1.0, 1], [0, 1], [1, 0]], dtype=F64)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    assert torch.equal(Q, torch.tensor([[2.0, 0], [1, 1]], dtype=F64))
+    assert torch.equal(K, torch.tensor([[0.0, 2], [1, 1]], dtype=F64))
+    assert torch.equal(V, torch.tensor([[2.0, 1], [1, 1]], dtype=F64))
+    assert torch.equal(Q @ K.T, torch.tensor([[0.0, 2], [2, 2]], dtype=F64))
+    out, weights = scaled_dot_product_attention(Q, K, V)  # scale 1/sqrt(d_k), d_k = 2
+    torch.testing.assert_close(weights, torch.tensor([[0.1956, 0.8044], [0.5, 0.5]], dtype=F64),
+                               rtol=0, atol=5e-5)
+    torch.testing.assert_close(out, torch.tensor([[1.1956, 1.0], [1.5, 1.0]], dtype=F64), rtol=0, atol=5e-5)
+    # the seed's scale sqrt(3) (the input size) gives other numbers
+    _, wrong = scaled_dot_product_attention(Q, K, V, scale=1 / math.sqrt(3))
+    assert not torch.allclose(wrong, weights, atol=1e-2)
+
+
+# ---------------------------------------------------------------- typical mistakes differ
+
+def _no_sqrt(q, k, v, keep):
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def _softmax_over_queries(q, k, v, keep):
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~keep, float("-inf"))
+    return torch.nan_to_num(torch.softmax(scores, -2)) @ v
+
+
+def _mask_after_softmax(q, k, v, keep):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) * keep
+    return weights @ v
+
+
+@pytest.mark.parametrize("mistake", [_no_sqrt, _softmax_over_queries, _mask_after_softmax])
+def test_typical_mistakes_give_different_outputs(mistake):
+    q, k, v = _qkv(2, d=64)
+    keep = valid_lens_to_mask(torch.tensor([3, 5]), 4, 6)
+    ours, _ = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert not torch.allclose(mistake(q, k, v, keep), ours, atol=1e-3)
+    # while a correct re-implementation agrees
+    scores = (q @ k.transpose(-2, -1) / 8).masked_fill(~keep, float("-inf"))
+    torch.testing.assert_close(torch.softmax(scores, -1) @ v, ours)
