@@ -4,8 +4,9 @@ Compares ``course_lib.multihead.MultiHeadAttention``, ``torch.nn.MultiheadAttent
 d2l's ``MultiHeadAttention`` (plus a bare "4 Linear + F.scaled_dot_product_attention"
 floor), all with the same copied weights, in one process. The variants run round-robin
 (one iteration of each in turn, repeated), so slow drifts of a shared machine hit them
-alike; the median of the repeats is reported. Speed is relative to d2l: d2l_time / time,
-so 1.25x means 25 % faster than d2l.
+alike; the median of the repeats is reported, for wall-clock time and for the process's CPU
+time (steadier when other jobs share the cores). Speed is relative to d2l:
+d2l_time / time, so 1.25x means 25 % faster than d2l.
 
 need_weights: ``nn.MultiheadAttention`` and ``MultiHeadAttention`` return the attention
 weights by default (need_weights=True), which rules out the fused kernel; d2l always
@@ -113,20 +114,25 @@ def check_same_outputs(runs: dict[str, Callable[[], Tensor]], valid_lens: Tensor
 
 
 def time_round_robin(runs: dict[str, Callable[[], Tensor]], modules: list[nn.Module], x: Tensor, grad: Tensor,
-                     cfg: BenchConfig) -> dict[str, float]:
-    """Median seconds of forward + backward per variant, one iteration of each in turn."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
+                     cfg: BenchConfig) -> dict[str, tuple[float, float]]:
+    """Median (wall seconds, process CPU seconds) of forward + backward per variant.
+
+    One iteration of each variant in turn. CPU time (all threads of this process) is
+    less sensitive than wall time to other jobs competing for the cores.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for rep in range(cfg.warmup + cfg.repeats):
         for name, run in runs.items():
             for m in modules:
                 m.zero_grad(set_to_none=True)
             x.grad = None
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run().backward(grad)
-            elapsed = time.perf_counter() - start
             if rep >= cfg.warmup:
-                times[name].append(elapsed)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+                wall[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - start_cpu)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runs}
 
 
 def main() -> None:
@@ -153,8 +159,8 @@ def main() -> None:
     for m in modules:
         m.train()  # dropout is 0; training mode as in real use (and no inference fast paths)
     gen = torch.Generator().manual_seed(cfg.seed)
-    print("\n| T | masks | implementation | median ms | speed vs d2l |")
-    print("|---|---|---|---:|---:|")
+    print("\n| T | masks | implementation | wall ms | speed vs d2l (wall) | CPU ms | speed vs d2l (CPU) |")
+    print("|---|---|---|---:|---:|---:|---:|")
     for steps in cfg.lengths:
         x = torch.randn(cfg.batch, steps, cfg.embed_dim, generator=gen).requires_grad_()
         grad = torch.randn(cfg.batch, steps, cfg.embed_dim, generator=gen)
@@ -165,10 +171,11 @@ def main() -> None:
             if diff > 1e-4:
                 raise RuntimeError(f"the implementations disagree (max |diff| {diff:.2e}); benchmark is void")
             medians = time_round_robin(runs, modules, x, grad, cfg)
-            base = medians["d2l MultiHeadAttention"]
+            base_wall, base_cpu = medians["d2l MultiHeadAttention"]
             label = "valid_lens / key_padding_mask" if masked else "none"
-            for name, seconds in medians.items():
-                print(f"| {steps} | {label} | {name} | {seconds * 1e3:.1f} | {base / seconds:.2f}x |", flush=True)
+            for name, (seconds, cpu_seconds) in medians.items():
+                print(f"| {steps} | {label} | {name} | {seconds * 1e3:.1f} | {base_wall / seconds:.2f}x "
+                      f"| {cpu_seconds * 1e3:.1f} | {base_cpu / cpu_seconds:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

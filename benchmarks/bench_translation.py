@@ -98,7 +98,7 @@ def build_model(name: str, src_vocab_size: int, tgt_vocab_size: int, args: argpa
         from course_lib.transformer import Transformer, TransformerConfig
 
         cfg = TransformerConfig(src_vocab_size, tgt_vocab_size, d_model=args.tf_d_model,
-                                num_heads=4, d_ff=4 * args.tf_d_model, num_layers=2,
+                                num_heads=4, d_ff=args.tf_d_ff or 4 * args.tf_d_model, num_layers=2,
                                 dropout=args.dropout, max_len=args.max_len + 2)
         return Transformer(cfg), cfg, args.tf_lr
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
@@ -134,9 +134,14 @@ def run_worker(name: str, args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     set_seed(args.seed)
     train, test, desc = load_splits(args)
+    if args.train_limit:
+        train = train[: args.train_limit]
+        desc += f"; first {len(train)} training pairs used"
+    if args.recipe == "d2l":
+        desc += "; D2L recipe"
     src_vocab, tgt_vocab = build_vocabs(train, min_freq=args.min_freq)
     loader = make_translation_loader(train, src_vocab, tgt_vocab, args.batch_size, max_len=args.max_len,
-                                     fixed_length=False, seed=args.seed)
+                                     fixed_length=args.fixed_length, seed=args.seed)
     model, cfg, lr = build_model(name, len(src_vocab), len(tgt_vocab), args)
     n_params = sum(p.numel() for p in model.parameters())
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -254,10 +259,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rnn-hiddens", type=int, default=128)
     p.add_argument("--rnn-lr", type=float, default=3e-3)
     p.add_argument("--tf-d-model", type=int, default=64)
+    p.add_argument("--tf-d-ff", type=int, default=0, help="FFN size (0: 4 * d_model)")
     p.add_argument("--tf-lr", type=float, default=1e-3)
+    p.add_argument("--train-limit", type=int, default=0, help="use only the first N training pairs (0: all)")
+    p.add_argument("--recipe", choices=("ours", "d2l"), default="ours",
+                   help="d2l: D2L's book settings instead (512 training pairs, 9-token fixed-length "
+                        "sequences, 30 epochs, batch 128, min_freq 2, its model sizes and learning rates)")
     p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
     p.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.recipe == "d2l":
+        # D2L 1.0.3, chapters 10.7 / 11.4 / 11.7: MTFraEng(batch_size=128, num_steps=9, num_train=512),
+        # Vocab(min_freq=2), 30 epochs; GRU: embed 256, hidden 256, 2 layers, dropout 0.2,
+        # lr 0.005; Transformer: d 256, FFN 64, 4 heads, 2 blocks, dropout 0.2, lr 0.0015.
+        args.n_train, args.train_limit, args.max_len, args.fixed_length = 512, 512, 9, True
+        args.max_epochs, args.seconds, args.batch_size, args.min_freq = 30, None, 128, 2
+        args.rnn_embed, args.rnn_hiddens, args.dropout, args.rnn_lr = 256, 256, 0.2, 0.005
+        args.tf_d_model, args.tf_d_ff, args.tf_lr = 256, 64, 0.0015
+    else:
+        args.fixed_length = False
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

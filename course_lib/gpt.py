@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -303,12 +304,16 @@ class GPT(nn.Module):
 
     def set_record_attention(self, flag: bool = True) -> None:
         """Keep every layer's attention weights after each forward pass (for plotting)."""
-        for block in self.blocks:
+        for block in self.layers():
             block.attn.record_weights = flag
 
     def attention_maps(self) -> list[Tensor]:
         """Per-layer (B, H, T, T) weights of the last pass; needs :meth:`set_record_attention`."""
-        return [b.attn.attention_weights for b in self.blocks if b.attn.attention_weights is not None]
+        return [b.attn.attention_weights for b in self.layers() if b.attn.attention_weights is not None]
+
+    def layers(self) -> list[Block]:
+        """The blocks, typed."""
+        return [cast(Block, block) for block in self.blocks]
 
 
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,

@@ -136,7 +136,8 @@ def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None) -> Tensor:
     Returns:
         (B, Q, K) weights; each row sums to one over its valid keys. A row with valid
         length 0 has no key to attend to: its weights are all zero (D2L's version returns
-        a uniform row there, PyTorch's SDPA returns NaN).
+        a uniform row there; ``nn.MultiheadAttention`` with ``need_weights=True`` returns NaN,
+        and so did PyTorch's SDPA before version 2.5).
 
     Shape:
         scores (B, Q, K), valid_lens (B,) or (B, Q) -> (B, Q, K)

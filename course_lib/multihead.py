@@ -171,7 +171,8 @@ class MultiHeadAttention(nn.Module):
 
         Returns:
             ``(output, weights)`` as in ``nn.MultiheadAttention``. A query whose keys are all
-            masked gets zero weights and output ``out_proj.bias`` (PyTorch gives NaN).
+            masked gets zero weights and output ``out_proj.bias`` (PyTorch's module gives NaN
+            with ``need_weights=True``).
         """
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (B, T, E)

@@ -68,7 +68,7 @@ def scaled_dot_product_attention(
     Returns:
         ``(output, weights)``: output (..., Q, Dv); weights (..., Q, K) before dropout, or
         None. A query that may attend to no key gets all-zero weights and a zero output
-        (PyTorch's SDPA returns NaN there); both paths agree on this.
+        (PyTorch's SDPA also returns zeros since version 2.5, NaN before); both paths agree.
     """
     _check_qkv(query, key, value)
     num_q, num_k = query.shape[-2], key.shape[-2]
@@ -85,27 +85,34 @@ def scaled_dot_product_attention(
         causal = causal_mask(num_q, num_k, device=query.device)
         keep = causal if keep is None else keep & causal
 
-    if not need_weights:
-        fused_mask: Tensor | None = None
-        all_rows_alive = True
-        if keep is not None and additive is None:
-            fused_mask = keep
-            all_rows_alive = bool(keep.any(dim=-1).all())
-        elif additive is not None:
-            fused_mask = additive if keep is None else additive.masked_fill(~keep, float("-inf"))
-            all_rows_alive = bool((fused_mask > float("-inf")).any(dim=-1).all())
-        if all_rows_alive:
-            out = F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
-                                                 dropout_p=dropout_p, scale=scale)
-            return out, None
+    # Rows where no key may be attended, read off the masks (small, e.g. (B, 1, 1, K)) rather
+    # than the (..., Q, K) scores: most calls have none and then skip the extra passes.
+    dead: Tensor | None = None
+    if keep is not None or additive is not None:
+        allowed = keep if keep is not None else torch.ones((), dtype=torch.bool, device=query.device)
+        if additive is not None:
+            allowed = allowed & ~torch.isneginf(additive)
+        no_key = ~allowed.any(dim=-1, keepdim=True)
+        if bool(no_key.any()):
+            dead = no_key
 
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scale  # (..., Q, K)
+    if not need_weights and dead is None:
+        fused_mask = keep
+        if additive is not None:
+            fused_mask = additive if keep is None else additive.masked_fill(~keep, float("-inf"))
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
+                                             dropout_p=dropout_p, scale=scale)
+        return out, None
+
+    scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., Q, K); scaling q is cheaper
     if additive is not None:
         scores = scores + additive
     if keep is not None:
         scores = scores.masked_fill(~keep, float("-inf"))
-    dead = torch.isneginf(scores).all(dim=-1, keepdim=True)  # rows with no key to attend to
-    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    if dead is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:  # softmax of an all -inf row is NaN: give those rows zero weights instead
+        weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, value), (weights if need_weights else None)
 

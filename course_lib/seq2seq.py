@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from course_lib.masking import masked_softmax
 from course_lib.scoring import AdditiveAttention
 
 __all__ = [
@@ -186,11 +187,14 @@ class AttentionState:
         enc_outputs: all encoder top-layer states, the keys and values. Shape (B, S, h).
         src_valid_lens: real source tokens per row. Shape (B,).
         hidden: the decoder GRU's state. Shape (N, B, h).
+        projected_keys: ``W_k h_j`` for every encoder state, computed once per sentence
+            because it does not depend on the step. Shape (B, S, h).
     """
 
     enc_outputs: Tensor
     src_valid_lens: Tensor
     hidden: Tensor
+    projected_keys: Tensor
 
 
 class GRUDecoder(nn.Module):
@@ -262,7 +266,29 @@ class BahdanauDecoder(nn.Module):
 
     def init_state(self, enc_outputs: Tensor, enc_state: Tensor, src_valid_lens: Tensor) -> AttentionState:
         """The state before the first step, from the encoder's outputs and final state."""
-        return AttentionState(enc_outputs=enc_outputs, src_valid_lens=src_valid_lens, hidden=enc_state)
+        return AttentionState(enc_outputs=enc_outputs, src_valid_lens=src_valid_lens, hidden=enc_state,
+                              projected_keys=self.attention.W_k(enc_outputs))
+
+    def attend(self, query: Tensor, state: AttentionState) -> Tensor:
+        """Additive attention of one query per row over the encoder states.
+
+        Computes exactly ``self.attention(query, enc_outputs, enc_outputs, src_valid_lens)``
+        (and sets ``self.attention.attention_weights`` the same way), but reuses the keys
+        projected once in :meth:`init_state` instead of projecting all S keys again at
+        every step, which would cost more than the GRU step itself.
+
+        Args:
+            query: the decoder's previous top-layer state, (B, 1, h).
+            state: the current decoder state.
+
+        Returns:
+            The context, (B, 1, h).
+        """
+        att = self.attention
+        features = torch.tanh(att.W_q(query).unsqueeze(2) + state.projected_keys.unsqueeze(1))  # (B, 1, S, h)
+        scores = att.w_v(features).squeeze(-1)  # (B, 1, S)
+        att.attention_weights = masked_softmax(scores, state.src_valid_lens)
+        return torch.bmm(att.dropout(att.attention_weights), state.enc_outputs)  # (B, 1, h)
 
     def forward(self, tokens: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
         _check_tokens(tokens, "tgt_in")
@@ -271,15 +297,14 @@ class BahdanauDecoder(nn.Module):
         outputs, weights = [], []
         for t in range(tokens.shape[1]):
             query = hidden[-1].unsqueeze(1)  # (B, 1, h)
-            context = self.attention(query, state.enc_outputs, state.enc_outputs,
-                                     state.src_valid_lens)  # (B, 1, h)
+            context = self.attend(query, state)  # (B, 1, h)
             weights.append(self.attention.attention_weights.detach())  # (B, 1, S)
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + h)
             out, hidden = self.rnn(step_in, hidden)  # (B, 1, h)
             outputs.append(out)
         self.attention_weights = torch.cat(weights, dim=1)  # (B, L, S)
         logits = self.dense(torch.cat(outputs, dim=1))  # (B, L, V)
-        return logits, AttentionState(state.enc_outputs, state.src_valid_lens, hidden)
+        return logits, AttentionState(state.enc_outputs, state.src_valid_lens, hidden, state.projected_keys)
 
 
 # --------------------------------------------------------------------------- models
@@ -361,6 +386,7 @@ class _EncoderDecoder(nn.Module):
                 enc_outputs=state.enc_outputs.index_select(0, index),
                 src_valid_lens=state.src_valid_lens.index_select(0, index),
                 hidden=state.hidden.index_select(1, index),
+                projected_keys=state.projected_keys.index_select(0, index),
             )
         if isinstance(state, Seq2SeqState):
             return Seq2SeqState(context=state.context.index_select(0, index),

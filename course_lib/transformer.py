@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -221,24 +222,43 @@ class TransformerEncoderBlock(_Sublayers):
         Supports ``norm_first`` both ways and the ReLU activation. The block is always
         batch-first; with a ``batch_first=False`` layer, transpose the inputs yourself.
         """
-        activation = getattr(layer, "activation", None)
-        if activation is not F.relu and not isinstance(activation, nn.ReLU):
-            raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
-        weight = layer.linear1.weight
-        block = cls(layer.linear1.in_features, layer.self_attn.num_heads, layer.linear1.out_features,
-                    dropout=layer.dropout.p, norm_first=layer.norm_first,
-                    layer_norm_eps=layer.norm1.eps, bias=layer.linear1.bias is not None)
-        block = block.to(device=weight.device, dtype=weight.dtype)  # before copying: no rounding
-        block.attention = MultiHeadAttention.from_torch(layer.self_attn)
-        block.attention.batch_first = True
-        with torch.no_grad():
-            pairs = [(block.ffn.dense1, layer.linear1), (block.ffn.dense2, layer.linear2),
-                     (block.addnorm1.norm, layer.norm1), (block.addnorm2.norm, layer.norm2)]
-            for ours, theirs in pairs:
-                ours.weight.copy_(theirs.weight)
-                if theirs.bias is not None:
-                    ours.bias.copy_(theirs.bias)
-        return block.train(layer.training)
+        block = _new_block_like(cls, layer)
+        block.attention = _copy_attention(layer.self_attn)
+        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2)])
+        return block
+
+
+def _new_block_like(cls: type, layer: nn.Module) -> Any:
+    """A block of class ``cls`` with the sizes of a PyTorch layer, on its device and dtype."""
+    activation = getattr(layer, "activation", None)
+    if activation is not F.relu and not isinstance(activation, nn.ReLU):
+        raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
+    linear1 = cast(nn.Linear, layer.linear1)
+    block = cls(linear1.in_features, cast(nn.MultiheadAttention, layer.self_attn).num_heads,
+                linear1.out_features, dropout=cast(nn.Dropout, layer.dropout).p,
+                norm_first=layer.norm_first, layer_norm_eps=cast(nn.LayerNorm, layer.norm1).eps,
+                bias=linear1.bias is not None)
+    # Convert before copying, so that float64 weights are not rounded through float32.
+    return block.to(device=linear1.weight.device, dtype=linear1.weight.dtype)
+
+
+def _copy_attention(module: nn.MultiheadAttention) -> MultiHeadAttention:
+    attention = MultiHeadAttention.from_torch(module)
+    attention.batch_first = True
+    return attention
+
+
+def _copy_ffn_and_norms(block: nn.Module, layer: nn.Module, addnorms: list[tuple[AddNorm, nn.Module]]) -> None:
+    ffn = cast(PositionWiseFFN, block.ffn)
+    pairs: list[tuple[nn.Module, nn.Module]] = [(ffn.dense1, cast(nn.Module, layer.linear1)),
+                                                (ffn.dense2, cast(nn.Module, layer.linear2))]
+    pairs += [(addnorm.norm, norm) for addnorm, norm in addnorms]
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            cast(Tensor, ours.weight).copy_(cast(Tensor, theirs.weight))
+            if theirs.bias is not None:
+                cast(Tensor, ours.bias).copy_(cast(Tensor, theirs.bias))
+    block.train(layer.training)
 
 
 class TransformerDecoderBlock(_Sublayers):
@@ -279,6 +299,21 @@ class TransformerDecoderBlock(_Sublayers):
                                     average_attn_weights=False)
         X = self._sublayer_output(X, y, self.addnorm2)
         return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "TransformerDecoderBlock":
+        """An equivalent block with weights copied from ``nn.TransformerDecoderLayer``.
+
+        Supports ``norm_first`` both ways and the ReLU activation. Our block always
+        applies the causal mask; give the PyTorch layer ``tgt_mask`` (and
+        ``tgt_is_causal=True``) to compare them.
+        """
+        block = _new_block_like(cls, layer)
+        block.self_attention = _copy_attention(layer.self_attn)
+        block.cross_attention = _copy_attention(layer.multihead_attn)
+        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2),
+                                           (block.addnorm3, layer.norm3)])
+        return block
 
     def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
@@ -343,9 +378,13 @@ class TransformerEncoder(nn.Module):
             X = block(X, key_padding_mask)
         return self.norm(X)
 
+    def layers(self) -> list[TransformerEncoderBlock]:
+        """The blocks, typed."""
+        return [cast(TransformerEncoderBlock, block) for block in self.blocks]
+
     def attention_weights(self) -> list[Tensor | None]:
         """Self-attention weights of the last forward pass, (B, H, S, S) per layer."""
-        return [block.attention.attention_weights for block in self.blocks]
+        return [block.attention.attention_weights for block in self.layers()]
 
 
 class TransformerDecoder(nn.Module):
@@ -367,13 +406,17 @@ class TransformerDecoder(nn.Module):
             X = block(X, memory, memory_key_padding_mask)
         return self.norm(X)
 
+    def layers(self) -> list[TransformerDecoderBlock]:
+        """The blocks, typed."""
+        return [cast(TransformerDecoderBlock, block) for block in self.blocks]
+
     def self_attention_weights(self) -> list[Tensor | None]:
         """Causal self-attention weights of the last pass, (B, H, L, L) per layer."""
-        return [block.self_attention.attention_weights for block in self.blocks]
+        return [block.self_attention.attention_weights for block in self.layers()]
 
     def cross_attention_weights(self) -> list[Tensor | None]:
         """Cross-attention weights of the last pass, (B, H, L, S) per layer."""
-        return [block.cross_attention.attention_weights for block in self.blocks]
+        return [block.cross_attention.attention_weights for block in self.layers()]
 
 
 @dataclass
@@ -492,7 +535,7 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor, src_valid_lens: Tensor | None) -> TransformerState:
         """Run the encoder once and prepare the decoding state (no target tokens yet)."""
         memory, padding = self.encode_memory(src, src_valid_lens)
-        cross = [block.cross_keys_values(memory) for block in self.decoder.blocks]
+        cross = [block.cross_keys_values(memory) for block in self.decoder.layers()]
         batch, heads = src.shape[0], self.config.num_heads
         empty = memory.new_zeros(batch, heads, 0, self.config.d_model // heads)  # (B, H, 0, D)
         layers = len(self.decoder.blocks)
@@ -522,7 +565,7 @@ class Transformer(nn.Module):
         X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
         keep = ~state.src_key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         new_keys, new_values = [], []
-        for i, block in enumerate(self.decoder.blocks):
+        for i, block in enumerate(self.decoder.layers()):
             X, (k, v) = block.step(X, (state.self_keys[i], state.self_values[i]),
                                    (state.cross_keys[i], state.cross_values[i]), keep)
             new_keys.append(k)

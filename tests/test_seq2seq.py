@@ -224,6 +224,18 @@ def test_bahdanau_step_matches_hand_written_reference():
     torch.testing.assert_close(logits, dec.dense(out[:, 0]), rtol=0, atol=1e-12)
 
 
+def test_attend_with_cached_keys_equals_additive_attention_module():
+    model = _model(AttentionSeq2Seq)
+    src, lens, tgt = _batch()
+    state = model.encode(src, lens)
+    query = torch.randn(4, 1, 8, dtype=torch.float64)
+    fast = model.decoder.attend(query, state)
+    fast_weights = model.decoder.attention.attention_weights
+    slow = model.decoder.attention(query, state.enc_outputs, state.enc_outputs, lens)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fast_weights, model.decoder.attention.attention_weights, rtol=0, atol=1e-12)
+
+
 def test_plain_decoder_feeds_the_same_context_at_every_step():
     model = _model(Seq2Seq)
     src, lens, tgt = _batch()

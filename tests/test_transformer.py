@@ -95,10 +95,37 @@ def test_encoder_block_matches_torch(norm_first: bool, use_mask: bool) -> None:
         torch.testing.assert_close(mine.grad, ref_grad)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_block_matches_torch(norm_first: bool) -> None:
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(16, 4, 40, dropout=0.0, batch_first=True,
+                                       norm_first=norm_first).double()
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2, layer.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    block = TransformerDecoderBlock.from_torch(layer)
+    x = torch.randn(3, 6, 16, dtype=torch.double, requires_grad=True)
+    memory = torch.randn(3, 5, 16, dtype=torch.double, requires_grad=True)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4])
+    future = nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.double)
+    ours = block(x, memory, padding)
+    theirs = layer(x, memory, tgt_mask=future, tgt_is_causal=True, memory_key_padding_mask=padding)
+    torch.testing.assert_close(ours, theirs)
+    w = torch.randn_like(ours)
+    grads = torch.autograd.grad((ours * w).sum(), [x, memory, block.cross_attention.k_proj.weight])
+    ref = torch.autograd.grad((theirs * w).sum(), [x, memory, layer.multihead_attn.in_proj_weight])
+    torch.testing.assert_close(grads[0], ref[0])
+    torch.testing.assert_close(grads[1], ref[1])
+    torch.testing.assert_close(grads[2], ref[2].chunk(3)[1])
+
+
 def test_from_torch_rejects_gelu() -> None:
     layer = nn.TransformerEncoderLayer(8, 2, 16, activation="gelu", batch_first=True)
     with pytest.raises(ValueError, match="relu"):
         TransformerEncoderBlock.from_torch(layer)
+    with pytest.raises(ValueError, match="relu"):
+        TransformerDecoderBlock.from_torch(nn.TransformerDecoderLayer(8, 2, 16, activation="gelu"))
 
 
 # ---------------------------------------------------------------- the whole model

@@ -130,7 +130,12 @@ class _Worker:
 def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | None]], *, jobs: int,
                 config: SandboxConfig, seed: int | None = None,
                 progress: bool = True) -> list[SubmissionResult]:
-    """Grade every submission with ``jobs`` worker processes; returns results sorted by learner."""
+    """Grade every submission; returns results sorted by learner.
+
+    With ``jobs > 1``, ``jobs`` worker processes (each a child subreaper) grade in parallel;
+    with ``jobs == 1`` this process grades. Either way every process started by learner
+    code is killed before this returns.
+    """
     set_child_subreaper()
     baseline = frozenset(descendants())
     todo: queue.Queue = queue.Queue()
@@ -174,11 +179,24 @@ def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | 
             if worker is not None:
                 worker.close()
 
-    threads = [threading.Thread(target=drive) for _ in range(max(1, min(jobs, len(submissions) or 1)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if jobs <= 1:
+        # in this process (it is the trusted grader; sandboxes are still subprocesses)
+        for student in sorted(submissions):
+            try:
+                res = grade_submission(assignment, student, submissions[student], config=config, seed=seed)
+            except Exception as exc:  # noqa: BLE001 - record a row whatever happens
+                res = _error_result(assignment, student, f"internal grader error: {exc}")
+            kill_descendants(baseline)
+            results[student] = res
+            if progress:
+                print(f"  {student}: {res.total:g}/{res.max_total:g}  {res.status}  ({res.duration:.1f} s)",
+                      flush=True)
+    else:
+        threads = [threading.Thread(target=drive) for _ in range(min(jobs, len(submissions) or 1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     kill_descendants(baseline)  # nothing the learners started outlives grading
     return [results[s] for s in sorted(results)]
 

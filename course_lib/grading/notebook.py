@@ -50,7 +50,7 @@ def load_notebook_json(path: str | Path) -> dict:
     try:
         nb = json.loads(raw.decode("utf-8", "replace"))
     except json.JSONDecodeError as exc:
-        truncated = " (the file looks truncated)" if exc.pos >= len(raw.rstrip()) - 1 else ""
+        truncated = "" if raw.rstrip().endswith(b"}") else " (the file looks truncated)"
         raise NotebookError(f"{path.name} is not valid notebook JSON{truncated}: {exc.msg} at line {exc.lineno}, "
                             f"column {exc.colno}. Re-save the notebook from Jupyter, or restore it from a "
                             "checkpoint.") from None

@@ -42,6 +42,22 @@ class LearnerError(Exception):
         super().__init__(f"{label} raised {self.learner_message}")
 
 
+_BUILTIN_ERRORS = {cls.__name__: cls for cls in (TypeError, ValueError, KeyError, IndexError, AttributeError,
+                                                 StopIteration, NotImplementedError, RuntimeError, ZeroDivisionError)}
+_MIXED: dict[str, type] = {}
+
+
+def learner_error(label: str, exc_type: str, message: str, traceback: str = "") -> LearnerError:
+    """A :class:`LearnerError` that is also an instance of the matching builtin exception
+    (so ``len()``, ``list()``, ``hasattr`` and ``for`` loops over proxies behave normally)."""
+    base = _BUILTIN_ERRORS.get(exc_type)
+    if base is None:
+        return LearnerError(label, exc_type, message, traceback)
+    if exc_type not in _MIXED:
+        _MIXED[exc_type] = type(f"Learner{exc_type}", (LearnerError, base), {})
+    return _MIXED[exc_type](label, exc_type, message, traceback)
+
+
 @dataclass
 class CellRun:
     """What happened when one learner cell ran in the sandbox."""
@@ -292,8 +308,8 @@ class Session:
         err = reply.get("error")
         if not isinstance(err, dict):
             raise SandboxDied(f"invalid reply from the sandbox ({what})")
-        raise LearnerError(label, str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:2000],
-                           str(err.get("traceback", ""))[:4000])
+        raise learner_error(label, str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:2000],
+                            str(err.get("traceback", ""))[:4000])
 
     def object_op(self, obj: RemoteObject, op: str, what: str, label: str | None = None, **fields: Any) -> Any:
         if obj._ro_gen != self.generation or self.death is not None:
@@ -315,7 +331,7 @@ class Session:
         try:
             return self._decode_reply(reply, result_label, what)
         except LearnerError as exc:
-            raise LearnerError(obj._ro_label, exc.exc_type, exc.message, exc.learner_traceback) from None
+            raise learner_error(obj._ro_label, exc.exc_type, exc.message, exc.learner_traceback) from None
 
     def namespace(self) -> dict[str, Any]:
         """Build a fresh test namespace: learner names as values/proxies + trusted imports."""

@@ -11,6 +11,7 @@ learner gets the failure message, never the hidden test source.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import time
@@ -109,11 +110,18 @@ def _assert_message(exc: BaseException, test: TestCell, source_text: str, filena
     return f"check failed: {shown}" if shown else "a check failed"
 
 
+def _no_code(source: str) -> bool:
+    try:
+        return not ast.parse(source).body
+    except SyntaxError:
+        return False
+
+
 def _run_test(session: Session | None, test: TestCell, column: str, seed_base: bytes | None,
               public_only: bool) -> TestOutcome:
     source_text = test.release_source if public_only else test.source
     out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden)
-    if public_only and not source_text.strip():
+    if public_only and _no_code(source_text):
         out.skipped = True
         out.message = "hidden test: run only by the grader"
         return out

@@ -1,0 +1,82 @@
+"""Checks on the committed course material itself: notebooks, glossary, README.
+
+nbval re-runs the notebooks and compares outputs, but a notebook saved with cleared
+outputs compares nothing, and an SVG or a machine path in an output makes the comparison
+fail elsewhere. These tests catch that before CI does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = [
+    "01_rnn_seq2seq", "02_attention_pooling", "03_scoring_functions", "04_bahdanau_attention",
+    "05_multihead_attention", "06_self_attention_positional", "07_transformer", "08_gpt_and_bert",
+]
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_lessons_are_numbered_in_teaching_order() -> None:
+    names = [p.stem for p in NOTEBOOKS]
+    assert names == [n for n in LESSONS if n in names], f"unexpected lesson files or order: {names}"
+    assert len(set(n[:2] for n in names)) == len(names), "two notebooks share a lesson number"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_is_committed_executed_and_clean(path: Path) -> None:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    assert code, "no code cells"
+    with_output = [c for c in code if c["outputs"]]
+    # nbval compares nothing in a cell saved without outputs: most cells must have some.
+    assert len(with_output) >= 0.5 * len(code), (
+        f"only {len(with_output)} of {len(code)} code cells have outputs: run "
+        f"scripts/run_notebooks.py {path.relative_to(ROOT)} and commit the result")
+    counts = [c["execution_count"] for c in code]
+    assert counts == list(range(1, len(code) + 1)), "execute top to bottom in a fresh kernel (counts out of order)"
+    for cell in code:
+        src = "".join(cell["source"])
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", f"an error is saved in the cell:\n{src[:200]}"
+            data = out.get("data", {})
+            assert "image/svg+xml" not in data, "SVG output: nbval would compare it byte by byte; use PNG"
+            text = "".join(out.get("text", "")) + "".join(data.get("text/plain", ""))
+            assert "/work/" not in text and "/home/" not in text, f"a machine path in an output:\n{text[:200]}"
+            if out["output_type"] == "stream" and out["name"] == "stderr":
+                assert "NBVAL_IGNORE_OUTPUT" in src or "it/s" not in text, "a progress bar in a compared cell"
+    first = "".join(code[0]["source"])
+    assert "manual_seed" in first or "set_seed" in first, "the first code cell must seed the random generators"
+
+
+def test_glossary_is_up_to_date() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_glossary.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_readme_lists_every_lesson(path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert path.name in readme, f"README.md does not list {path.name}"
+
+
+def test_glossary_terms_come_from_lessons_that_exist() -> None:
+    lessons = {int(p.stem[:2]) for p in NOTEBOOKS}
+    for tsv in (ROOT / "docs" / "glossary").glob("*.tsv"):
+        for line in tsv.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                lesson = int(line.split("\t")[3])
+                assert lesson in lessons, f"{tsv.name}: term {line.split()[0]!r} points to missing lesson {lesson}"
+                assert re.search(r"[\u4e00-\u9fff]", line.split("\t")[1]), f"{tsv.name}: no Chinese term in {line!r}"

@@ -1,0 +1,120 @@
+"""Data-driven checks of every assignment in solutions/ (add an assignment: nothing to edit here).
+
+For each ``solutions/<a>/``: the solution scores full marks, the released stub
+(``exercises/<a>/``) scores zero, each typical mistake of ``solutions/<a>/mistakes.py``
+loses the points of the tests it names, regenerating ``exercises/`` with nbgrader gives
+no diff, and the source notebook runs clean in a real Jupyter kernel (the same test code
+works with the learner's local objects). Each assignment's notebooks are graded once, as a
+class, by a module-scoped fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course_lib.grading.cli import find_submissions, grade_class
+from course_lib.grading.generate import generate_exercises, list_assignments
+from course_lib.grading.notebook import Assignment
+from course_lib.grading.sandbox import SandboxConfig
+from course_lib.grading.testing import load_mistakes, variant, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = list_assignments(ROOT)
+MISTAKES = [(a, m) for a in ASSIGNMENTS for m in load_mistakes(ROOT / "solutions" / a)]
+
+
+def _grade_ids(nb_path: Path) -> set[str]:
+    nb = json.loads(nb_path.read_text("utf-8"))
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]} - {None}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """{assignment: {learner: SubmissionResult}} for solution, stub and every mistake."""
+    out = {}
+    for name in ASSIGNMENTS:
+        assignment = Assignment.load(ROOT / "solutions" / name)
+        sub = tmp_path_factory.mktemp(name)
+        for nb_name, source in assignment.notebooks.items():
+            write_notebook(variant(source.path), sub / "solution" / f"{nb_name}.ipynb")
+            (sub / "stub").mkdir(exist_ok=True)
+            shutil.copy(ROOT / "exercises" / name / f"{nb_name}.ipynb", sub / "stub" / f"{nb_name}.ipynb")
+            for mistake, spec in load_mistakes(ROOT / "solutions" / name).items():
+                ids = _grade_ids(source.path)
+                replace = {k: v for k, v in spec["replace"].items() if k in ids}
+                write_notebook(variant(source.path, replace=replace), sub / f"mistake_{mistake}" / f"{nb_name}.ipynb")
+        results = grade_class(assignment, find_submissions(sub, assignment), jobs=2, progress=False,
+                              config=SandboxConfig(cell_timeout=60, call_timeout=30))
+        out[name] = {r.student: r for r in results}
+    return out
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_scores_full_marks(graded, name):
+    result = graded[name]["solution"]
+    failed = {t.grade_id: t.message for nb in result.notebooks for t in nb.tests if not t.passed}
+    assert failed == {}
+    assert result.total == result.max_total > 0
+    assert result.status == "ok"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_released_stub_scores_zero(graded, name):
+    result = graded[name]["stub"]
+    assert result.total == 0, [t.grade_id for nb in result.notebooks for t in nb.tests if t.passed]
+
+
+@pytest.mark.parametrize("name, mistake", MISTAKES)
+def test_typical_mistake_loses_points(graded, name, mistake):
+    spec = load_mistakes(ROOT / "solutions" / name)[mistake]
+    result = graded[name][f"mistake_{mistake}"]
+    outcome = {t.grade_id: t for nb in result.notebooks for t in nb.tests}
+    for gid in spec["fails"]:
+        assert not outcome[gid].passed, f"{mistake}: {gid} should fail"
+        assert outcome[gid].message, f"{mistake}: {gid} failed without a message"
+    tolerated = set(spec["fails"]) | set(spec.get("may_fail", []))
+    wrongly_failed = {g: t.message for g, t in outcome.items() if not t.passed and g not in tolerated}
+    assert wrongly_failed == {}, f"{mistake} also failed unrelated tests"
+    assert result.total < result.max_total
+
+
+def test_mistake_files_name_real_cells():
+    for name in ASSIGNMENTS:
+        ids: set[str] = set()
+        for nb in (ROOT / "solutions" / name).glob("*.ipynb"):
+            ids |= _grade_ids(nb)
+        for mistake, spec in load_mistakes(ROOT / "solutions" / name).items():
+            assert set(spec["replace"]) <= ids, (name, mistake)
+            assert set(spec["fails"]) <= ids, (name, mistake)
+
+
+def test_regenerating_exercises_gives_no_diff(tmp_path):
+    generated = generate_exercises(ROOT, release_dir=tmp_path)
+    assert generated
+    for path in generated:
+        committed = ROOT / "exercises" / path.parent.name / path.name
+        assert committed.exists(), f"{committed} is missing: run scripts/generate_exercises.sh"
+        # generation is deterministic, so the JSON must match exactly
+        assert json.loads(path.read_text("utf-8")) == json.loads(committed.read_text("utf-8")), \
+            f"{committed} is stale: run scripts/generate_exercises.sh"
+    # released notebooks hide solutions and hidden tests
+    for path in generated:
+        text = path.read_text("utf-8")
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_source_notebook_runs_in_a_jupyter_kernel(name):
+    """Public and hidden tests also work with the learner's local objects (self-check mode)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    for path in sorted((ROOT / "solutions" / name).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+        assert errors == []

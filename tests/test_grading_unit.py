@@ -1,0 +1,297 @@
+"""Unit tests of the grading engine: checks toolkit, wire protocol, proxies, notebook plans,
+process hygiene, and the CLI end to end (regrade, --check)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib.grading import checks, cli, protocol
+from course_lib.grading.notebook import (NotebookError, SourceNotebook, load_notebook_json, plan_submission,
+                                         release_source, scan_imports)
+from course_lib.grading.rpc import LearnerError, RemoteObject, Session
+from course_lib.grading.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
+from course_lib.grading.testing import variant, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
+STUB = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
+
+
+# -- checks toolkit ----------------------------------------------------------------------
+
+def test_assert_tensor_close_reports_max_error_index_and_shapes():
+    expected = torch.zeros(2, 3, 5)
+    actual = expected.clone()
+    actual[1, 0, 2] = 0.31
+    actual[0, 0, 0] = 0.01
+    with pytest.raises(AssertionError) as info:
+        checks.assert_tensor_close(actual, expected, name="masked_softmax")
+    msg = str(info.value)
+    assert msg.startswith("masked_softmax: max abs error 0.31 at index (1, 0, 2)")
+    assert "expected shape (2, 3, 5), got (2, 3, 5)" in msg
+    checks.assert_tensor_close(expected + 1e-7, expected, name="ok")  # within tolerance
+
+
+def test_assert_tensor_close_shape_nan_and_type():
+    with pytest.raises(AssertionError, match=r"expected shape \(2, 3\), got \(3, 2\)"):
+        checks.assert_tensor_close(torch.zeros(3, 2), torch.zeros(2, 3), name="x")
+    bad = torch.zeros(4)
+    bad[2] = float("nan")
+    with pytest.raises(AssertionError, match=r"index \(2,\) is NaN"):
+        checks.assert_tensor_close(bad, torch.zeros(4), name="x")
+    with pytest.raises(AssertionError, match="expected a tensor"):
+        checks.assert_tensor_close([0.0, 0.0], torch.zeros(2), name="x")
+    checks.assert_tensor_close(np.zeros(2), torch.zeros(2), name="numpy is fine")
+
+
+def test_assert_equal_number_choice():
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+
+    with pytest.raises(AssertionError):
+        checks.assert_equal(AlwaysEqual(), 64, name="q")
+    with pytest.raises(AssertionError):
+        checks.assert_equal(True, 1, name="bool is not a number here")
+    checks.assert_equal((2, 3), torch.Size([2, 3]), name="shape")
+    checks.assert_number("64", 64, name="q")
+    with pytest.raises(AssertionError, match="not answered"):
+        checks.assert_number(None, 64, name="q")
+    with pytest.raises(AssertionError, match="not the right value"):
+        checks.assert_number(8, 64, name="q")
+    checks.assert_choice(" B) ", "b", name="q", choices="abcd")
+    with pytest.raises(AssertionError, match="not one of the choices"):
+        checks.assert_choice("e", "b", name="q", choices="abcd")
+    with pytest.raises(AssertionError, match="not the right choice"):
+        checks.assert_choice("a", "b", name="q")
+
+
+def test_call_turns_exceptions_into_clear_failures():
+    def broken(x):
+        raise ValueError("scores must be 3-D")
+
+    with pytest.raises(AssertionError, match="calling broken raised ValueError: scores must be 3-D"):
+        checks.call(broken, 1)
+    with pytest.raises(SandboxDied):
+        checks.call(lambda: (_ for _ in ()).throw(SandboxDied("gone")))
+
+
+def test_fresh_rng_is_random_unless_replayed():
+    a, b = checks.fresh_seed(), checks.fresh_seed()
+    assert a != b
+    checks._begin_test(b"7", "t1")
+    first = [checks.fresh_seed() for _ in range(3)]
+    checks._begin_test(b"7", "t1")
+    assert [checks.fresh_seed() for _ in range(3)] == first
+    checks._begin_test(b"7", "t2")
+    assert checks.fresh_seed() != first[0]
+    checks._begin_test(None, "")
+
+
+# -- protocol ----------------------------------------------------------------------------
+
+def _roundtrip(obj):
+    frame = protocol.pack(obj)
+    return protocol.unpack(frame[protocol.header_size():])
+
+
+class SneakyTensor(torch.Tensor):
+    """A tensor subclass could override __eq__ / __torch_function__; it must not get through."""
+
+
+def test_protocol_refuses_tensor_subclasses_and_objects():
+    buf = io.BytesIO()
+    torch.save(torch.ones(2).as_subclass(SneakyTensor), buf)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.unpack(buf.getvalue())
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode({"a": 1}, None)  # untagged dict
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode({"__t": "handle", "id": 1}, None)
+    value = protocol.decode(_roundtrip({"__t": "dict", "ordered": False,
+                                        "items": [["w", torch.ones(2)], ["n", (1, 2.5, None, "s")]]}), None)
+    assert torch.equal(value["w"], torch.ones(2)) and value["n"] == (1, 2.5, None, "s")
+
+
+# -- proxies against a real sandbox --------------------------------------------------------
+
+LEARNER = '''
+import torch
+from torch import nn
+import numpy as np
+
+class Scale(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n, bias=False)
+        self.calls = 0
+
+    def forward(self, x, *, twice=False):
+        self.calls += 1
+        y = self.lin(x)
+        return 2 * y if twice else y
+
+def pair(x):
+    return {"sum": x.sum(), "shape": tuple(x.shape), "arr": np.arange(3)}
+
+def explode():
+    raise ValueError("boom")
+
+ANSWER = 64
+torch = "not torch"   # shadowing must not reach the test namespace
+'''
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = Session(SandboxConfig(cell_timeout=30, call_timeout=20), trusted_imports="import torch")
+    s.start()
+    run = s.exec_cell(0, LEARNER)
+    assert run.status == "ok", run.message
+    yield s
+    s.close()
+
+
+def test_proxies_call_modules_and_return_values(session):
+    ns = session.namespace()
+    assert ns["ANSWER"] == 64
+    assert ns["torch"] is torch
+    assert isinstance(ns["Scale"], RemoteObject)
+    model = ns["Scale"](3)
+    ref = torch.nn.Linear(3, 3, bias=False)
+    model.load_state_dict({"lin.weight": ref.weight})
+    x = torch.randn(4, 3)
+    out = model(x, twice=True)
+    assert type(out) is torch.Tensor
+    torch.testing.assert_close(out, 2 * ref(x).detach())
+    assert model.calls == 1
+    assert len(list(model.parameters())) == 1
+    checks.assert_isinstance(model, torch.nn.Module, name="model")
+    got = ns["pair"](x)
+    assert got["shape"] == (4, 3) and isinstance(got["arr"], np.ndarray)
+    with pytest.raises(LearnerError, match="explode raised ValueError: boom"):
+        ns["explode"]()
+    assert not hasattr(model, "no_such_attribute")
+
+
+def test_sandbox_is_isolated(session):
+    run = session.exec_cell(1, "import os\nWHO = (os.getuid(), os.getcwd())\nprint('hello')")
+    assert run.status == "ok" and run.stdout == "hello\n"
+    uid, cwd = session.namespace()["WHO"]
+    assert cwd != os.getcwd() and "course-grade-" in cwd
+    if os.geteuid() == 0:
+        assert uid != 0
+        denied = session.exec_cell(2, f"open({str(ROOT / 'grading-test-canary')!r}, 'w')")
+        assert denied.status == "error" and "Permission" in denied.message
+    assert not (ROOT / "grading-test-canary").exists()
+
+
+# -- notebooks ---------------------------------------------------------------------------
+
+def test_release_source_matches_nbgrader_output():
+    source = json.loads(SOLUTION.read_text())
+    released = json.loads(STUB.read_text())
+    for src_cell, rel_cell in zip(source["cells"], released["cells"]):
+        meta = src_cell["metadata"].get("nbgrader", {})
+        ours = release_source("".join(src_cell["source"]), solution=bool(meta.get("solution")),
+                              test=bool(meta.get("grade")) and not meta.get("solution"))
+        assert ours == "".join(rel_cell["source"])
+
+
+def test_plan_uses_source_tests_and_handles_deleted_edited_and_bare_cells():
+    source = SourceNotebook.load(SOLUTION)
+    learner = variant(SOLUTION, drop=["test_masked_softmax"], replace={"test_dot_product": "assert True"})
+    plan = plan_submission(source, learner)
+    tests = [s.test.grade_id for s in plan.steps if s.kind == "test"]
+    assert tests == [t.grade_id for t in source.tests]  # all run, in source order
+    dot = next(s for s in plan.steps if s.kind == "test" and s.test.grade_id == "test_dot_product")
+    assert "### BEGIN HIDDEN TESTS" in dot.test.source
+    assert any("missing" in n for n in plan.notes) and any("modified" in n for n in plan.notes)
+    bare = plan_submission(source, variant(STUB, strip_metadata=True))
+    assert [s.test.grade_id for s in bare.steps if s.kind == "test"] == tests
+    assert not any("assert_shape(weights" in s.source for s in bare.steps if s.kind == "learner")
+
+
+def test_broken_notebooks_give_clear_errors(tmp_path):
+    (tmp_path / "a.ipynb").write_text('{"cells": [')
+    with pytest.raises(NotebookError, match="truncated"):
+        load_notebook_json(tmp_path / "a.ipynb")
+    (tmp_path / "b.ipynb").write_text('{"metadata": {}}')
+    with pytest.raises(NotebookError, match="not a Jupyter notebook"):
+        load_notebook_json(tmp_path / "b.ipynb")
+
+
+def test_scan_flags_reference_imports():
+    found = scan_imports(["from course_lib.scoring import DotProductAttention",
+                          "from course_lib.grading.checks import call\nimport torch"])
+    assert found == ["course_lib.scoring"]
+
+
+# -- process hygiene ---------------------------------------------------------------------
+
+def test_kill_descendants_catches_double_forked_setsid_process():
+    assert set_child_subreaper()
+    baseline = frozenset(descendants())
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(60)\n"
+            "    os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    deadline = time.monotonic() + 5
+    while not (set(descendants()) - baseline) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    orphans = set(descendants()) - baseline
+    assert orphans, "the detached grandchild should have been re-parented to us"
+    assert kill_descendants(baseline) >= 1
+    assert not (set(descendants()) - baseline)
+
+
+# -- CLI end to end ----------------------------------------------------------------------
+
+WRONG_ANSWERS = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "a"\nANSWER_MASK = "a"'
+
+
+def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys):
+    sub = tmp_path / "class"
+    write_notebook(variant(SOLUTION), sub / "ann" / "scoring.ipynb")
+    write_notebook(variant(SOLUTION, replace={"answers": WRONG_ANSWERS}), sub / "ben.ipynb")
+    out = tmp_path / "grades"
+    args = ["lesson03_scoring", str(sub), "--out", str(out), "--jobs", "1"]  # --jobs 2: test_grading_security
+    assert cli.main(args) == 0
+    first = (out / "grades.csv").read_text()
+    assert first.splitlines()[0].startswith("student,assignment,test_masked_softmax_public,")
+    assert first.splitlines()[1].startswith("ann,lesson03_scoring,") and ",15,15,ok" in first.splitlines()[1]
+    assert ",13,15,ok" in first.splitlines()[2]
+    assert (out / "feedback" / "ann.html").exists() and (out / "feedback" / "ben.html").exists()
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "previous grades.csv kept as" in printed
+    assert (out / "grades.csv").read_text() == first
+    kept = list(out.glob("grades.*.csv"))
+    assert len(kept) == 1 and kept[0].read_text() == first
+    assert list(out.glob("feedback.*"))
+
+
+def test_cli_check_runs_public_tests_only(tmp_path, capsys):
+    nb = write_notebook(variant(SOLUTION, replace={"answers": WRONG_ANSWERS}), tmp_path / "scoring.ipynb")
+    code = cli.main(["--check", str(nb), "lesson03_scoring"])
+    text = capsys.readouterr().out
+    assert code == 0  # the wrong answers pass the public sanity checks ...
+    assert "test_answer_variance" in text and "FAIL" not in text
+    assert "hidden" in text
+    code = cli.main(["--check", str(STUB)])
+    text = capsys.readouterr().out
+    assert code == 1 and "NotImplementedError" in text
