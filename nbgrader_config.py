@@ -18,3 +18,5 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(os.environ.get("TMPDIR", "/tmp"), "course-nbgrader-gradebook.db")
 # Clear outputs and execution counts so the released notebooks diff cleanly.
 c.ClearOutput.enabled = True
+# Files of solutions/<assignment>/ that must not be released to learners.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "mistakes.py", "*.md"]

@@ -5,7 +5,9 @@ Usage (from the repository root)::
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_kv_cache.py [--write]
 
 For each number of new tokens, cached and uncached generation alternate (so that a
-change in machine load hits both alike) and the median time of the repeats is kept.
+change in machine load hits both alike) and the median time of the repeats is kept, both
+wall-clock and CPU time of this process (on a shared machine the CPU time is the steadier
+figure: it does not count the time the process waits for a core).
 Both runs must return the same tokens (greedy decoding), which the script checks.
 With ``--write`` the table replaces the "Key/value cache" section of docs/BENCHMARKS.md.
 """
@@ -29,38 +31,47 @@ SECTION = "## Key/value cache"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
 
 
-def time_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool) -> tuple[float, torch.Tensor]:
-    start = time.perf_counter()
+def time_generate(model: GPT, prompt: torch.Tensor, new_tokens: int,
+                  use_cache: bool) -> tuple[float, float, torch.Tensor]:
+    """Wall-clock seconds, CPU seconds and the generated tokens."""
+    wall, cpu = time.perf_counter(), time.process_time()
     out = model.generate(prompt, new_tokens, top_k=1, use_cache=use_cache)
-    return time.perf_counter() - start, out
+    return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
-def run(lengths: list[int], repeats: int, config: GPTConfig, prompt_len: int) -> list[dict]:
+def run(lengths: list[int], repeats: int, config: GPTConfig, prompt_len: int) -> list[dict[str, float]]:
     torch.manual_seed(0)
     model = GPT(config).eval()
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len))
     time_generate(model, prompt, 8, True)  # warm-up
     time_generate(model, prompt, 8, False)
-    rows = []
+    rows: list[dict[str, float]] = []
     for n in lengths:
-        times: dict[bool, list[float]] = {True: [], False: []}
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        cpus: dict[bool, list[float]] = {True: [], False: []}
         outputs = {}
         for _ in range(repeats):
             for use_cache in (True, False):
-                t, out = time_generate(model, prompt, n, use_cache)
-                times[use_cache].append(t)
+                wall, cpu, out = time_generate(model, prompt, n, use_cache)
+                walls[use_cache].append(wall)
+                cpus[use_cache].append(cpu)
                 outputs[use_cache] = out
         if not torch.equal(outputs[True], outputs[False]):
             raise RuntimeError(f"cached and uncached generation differ for {n} new tokens")
-        cached, uncached = statistics.median(times[True]), statistics.median(times[False])
-        rows.append({"new": n, "cached": cached, "uncached": uncached, "speedup": uncached / cached})
-        print(f"{n:5d} new tokens: cached {cached * 1e3:8.1f} ms ({n / cached:7.0f} tok/s)   "
-              f"uncached {uncached * 1e3:8.1f} ms ({n / uncached:7.0f} tok/s)   speed-up x{uncached / cached:.2f}",
+        row: dict[str, float] = {"new": n}
+        for key, use_cache in (("cached", True), ("uncached", False)):
+            row[key] = statistics.median(walls[use_cache])
+            row[key + "_cpu"] = statistics.median(cpus[use_cache])
+        rows.append(row)
+        print(f"{n:5d} new tokens: cached {row['cached'] * 1e3:8.1f} ms wall ({n / row['cached']:6.0f} tok/s), "
+              f"{row['cached_cpu'] * 1e3:8.1f} ms CPU | uncached {row['uncached'] * 1e3:8.1f} ms wall "
+              f"({n / row['uncached']:6.0f} tok/s), {row['uncached_cpu'] * 1e3:8.1f} ms CPU | speed-up "
+              f"x{row['uncached'] / row['cached']:.2f} wall, x{row['uncached_cpu'] / row['cached_cpu']:.2f} CPU",
               flush=True)
     return rows
 
 
-def markdown(rows: list[dict], config: GPTConfig, prompt_len: int, repeats: int, params: int) -> str:
+def markdown(rows: list[dict[str, float]], config: GPTConfig, prompt_len: int, repeats: int, params: int) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         SECTION,
@@ -70,15 +81,19 @@ def markdown(rows: list[dict], config: GPTConfig, prompt_len: int, repeats: int,
         f"n_embd={config.n_embd}, block_size={config.block_size}, vocab {config.vocab_size} "
         f"({params / 1e6:.2f} M parameters). Median of {repeats} interleaved repeats; both paths return "
         f"identical tokens. torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"{platform.processor() or platform.machine()}, load average {load:.1f} when measured "
-        f"(a shared machine: absolute times are noisy, the ratio less so).",
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average {load:.1f} "
+        f"when measured. On a shared machine wall-clock times are noisy; CPU time (this process "
+        f"only) is the steadier measure of the work saved.",
         "",
-        "| new tokens | with cache (ms) | without cache (ms) | with cache (tok/s) | without cache (tok/s) | speed-up |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| new tokens | with cache: wall ms (tok/s) | without cache: wall ms (tok/s) | speed-up, wall "
+        "| with cache: CPU ms | without cache: CPU ms | speed-up, CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['new']} | {r['cached'] * 1e3:.0f} | {r['uncached'] * 1e3:.0f} | "
-                     f"{r['new'] / r['cached']:.0f} | {r['new'] / r['uncached']:.0f} | {r['speedup']:.2f}x |")
+        lines.append(f"| {r['new']} | {r['cached'] * 1e3:.0f} ({r['new'] / r['cached']:.0f}) | "
+                     f"{r['uncached'] * 1e3:.0f} ({r['new'] / r['uncached']:.0f}) | "
+                     f"{r['uncached'] / r['cached']:.2f}x | {r['cached_cpu'] * 1e3:.0f} | "
+                     f"{r['uncached_cpu'] * 1e3:.0f} | {r['uncached_cpu'] / r['cached_cpu']:.2f}x |")
     lines += [
         "",
         "Without the cache, step n reruns all n positions through every layer, so the cost of "

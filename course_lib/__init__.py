@@ -14,19 +14,34 @@ from course_lib import (
     data,
     decoding,
     fra_eng,
+    gpt,
     masking,
     metrics,
     multihead,
     pooling,
     positional,
     scoring,
+    seq2seq,
     training,
+    transformer,
 )
 from course_lib.pooling import *  # noqa: F401,F403
 from course_lib.masking import *  # noqa: F401,F403
 from course_lib.scoring import *  # noqa: F401,F403
 from course_lib.multihead import *  # noqa: F401,F403
 from course_lib.positional import *  # noqa: F401,F403
+from course_lib.seq2seq import *  # noqa: F401,F403
+from course_lib.transformer import *  # noqa: F401,F403
+from course_lib.gpt import (  # noqa: F401  (Block and MLP stay in course_lib.gpt: too generic)
+    GPT,
+    CausalSelfAttention,
+    GPTConfig,
+    KVCache,
+    MaskedLM,
+    MaskedLMConfig,
+    mask_tokens,
+    sample_next,
+)
 from course_lib.data import *  # noqa: F401,F403
 from course_lib.corpus import *  # noqa: F401,F403
 from course_lib.fra_eng import *  # noqa: F401,F403
@@ -34,7 +49,7 @@ from course_lib.training import *  # noqa: F401,F403
 from course_lib.decoding import *  # noqa: F401,F403
 from course_lib.metrics import *  # noqa: F401,F403
 
-_MODULES = [pooling, masking, scoring, multihead, positional, data, corpus, fra_eng, training, decoding, metrics]
+_MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, data, corpus, fra_eng, training, decoding, metrics]
 
 # Plotting pulls in matplotlib.pyplot (slow to import, and not needed by the autograder's
 # sandbox), so ``course_lib.plots`` and its functions load on first use.
@@ -47,7 +62,10 @@ _LAZY_PLOTS = (
     "plot_curves",
 )
 
-__all__ = sorted({name for module in _MODULES for name in module.__all__} | set(_LAZY_PLOTS))
+_GPT = ("GPT", "CausalSelfAttention", "GPTConfig", "KVCache", "MaskedLM", "MaskedLMConfig",
+        "mask_tokens", "sample_next")
+
+__all__ = sorted({name for module in _MODULES for name in module.__all__} | set(_LAZY_PLOTS) | set(_GPT))
 
 
 def __getattr__(name: str) -> Any:

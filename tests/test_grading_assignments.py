@@ -41,8 +41,10 @@ def graded(tmp_path_factory):
         sub = tmp_path_factory.mktemp(name)
         for nb_name, source in assignment.notebooks.items():
             write_notebook(variant(source.path), sub / "solution" / f"{nb_name}.ipynb")
-            (sub / "stub").mkdir(exist_ok=True)
-            shutil.copy(ROOT / "exercises" / name / f"{nb_name}.ipynb", sub / "stub" / f"{nb_name}.ipynb")
+            stub = ROOT / "exercises" / name / f"{nb_name}.ipynb"
+            if stub.exists():  # else test_released_stub_scores_zero says to generate it
+                (sub / "stub").mkdir(exist_ok=True)
+                shutil.copy(stub, sub / "stub" / f"{nb_name}.ipynb")
             for mistake, spec in load_mistakes(ROOT / "solutions" / name).items():
                 ids = _grade_ids(source.path)
                 replace = {k: v for k, v in spec["replace"].items() if k in ids}
@@ -64,6 +66,7 @@ def test_solution_scores_full_marks(graded, name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_released_stub_scores_zero(graded, name):
+    assert "stub" in graded[name], f"exercises/{name}/ is missing: run scripts/generate_exercises.sh"
     result = graded[name]["stub"]
     assert result.total == 0, [t.grade_id for nb in result.notebooks for t in nb.tests if t.passed]
 
@@ -97,6 +100,8 @@ def test_regenerating_exercises_gives_no_diff(tmp_path):
     assert generated
     for path in generated:
         committed = ROOT / "exercises" / path.parent.name / path.name
+        extra = sorted(p.name for p in path.parent.iterdir() if p.suffix != ".ipynb")
+        assert extra == [], f"files released to learners besides notebooks: {extra}"
         assert committed.exists(), f"{committed} is missing: run scripts/generate_exercises.sh"
         # generation is deterministic, so the JSON must match exactly
         assert json.loads(path.read_text("utf-8")) == json.loads(committed.read_text("utf-8")), \

@@ -153,14 +153,16 @@ def _class_folder(base: Path, out: Path, report: str) -> Path:
 
 
 def _sandbox_processes() -> list[int]:
+    """Live sandbox processes (each names itself "course-sandbox"; the zygote is "course-zygote")."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
+                comm = Path(f"/proc/{entry}/comm").read_text().strip()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
                 continue
-            if b"sandbox_main.py" in cmd:
+            if comm == "course-sandbox" and state != "Z":
                 pids.append(int(entry))
     return pids
 

@@ -202,6 +202,7 @@ class Session:
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
         from course_lib.grading.sandbox import descendants
+        Sandbox.prepare(self.config)  # the fork server is long-lived: not part of this submission
         self.baseline = frozenset(descendants())
         self._spawn()
 

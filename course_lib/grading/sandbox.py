@@ -58,6 +58,10 @@ class SandboxConfig:
             switch user inside the sandbox after imports), "spawn", "late" or "never".
         max_restarts: how many times a dead sandbox is restarted for the remaining cells.
         submission_timeout: wall seconds for grading one notebook; later tests fail.
+        fork_server: start sandboxes as forks of a pre-imported "zygote" process (one per
+            grader process; ~0.1 s instead of a torch import per sandbox). Each fork sets
+            its limits and drops privileges before any learner code; no learner code ever
+            runs in the zygote. False: a fresh ``python -I`` per sandbox.
     """
 
     cell_timeout: float = 30.0
@@ -72,6 +76,7 @@ class SandboxConfig:
     drop_privileges: str = "auto"
     max_restarts: int = 1
     submission_timeout: float = 600.0
+    fork_server: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,7 +147,8 @@ def kill_descendants(exclude: frozenset[int] | set[int] = frozenset(), rounds: i
     killed: set[int] = set()
     for _ in range(rounds):
         table = _process_table()
-        live = {pid: st for pid, st in descendants(me, table).items() if pid not in exclude}
+        live = {pid: st for pid, st in descendants(me, table).items()
+                if pid not in exclude and (st != "Z" or table[pid][0] == me)}
         if not live:
             return len(killed)
         for pid, state in live.items():
@@ -206,8 +212,83 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+class ForkServer:
+    """The zygote: a sandbox interpreter with everything imported, forking one sandbox per
+    request (see ``sandbox_main.zygote``). One per grader process and privilege mode."""
+
+    def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float) -> None:
+        import json
+        import socket
+        self.mode = mode
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        cfg = {"sock_fd": child.fileno(), "sys_path": [_project_root()], "threads": threads}
+        kwargs: dict[str, Any] = {}
+        if mode == "spawn":
+            kwargs = {"user": uid, "group": gid, "extra_groups": []}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote", json.dumps(cfg)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+            env=_scrubbed_env("/", threads), pass_fds=[child.fileno()], start_new_session=True, **kwargs)
+        child.close()
+        self.sock.settimeout(startup_timeout)
+        hello = json.loads(self.sock.recv(1 << 16) or b"{}")
+        if not hello.get("ready"):
+            raise OSError("the sandbox fork server did not start")
+        self.sock.settimeout(30)
+
+    def _ask(self, req: dict, fds: list[int] | None = None) -> dict:
+        import json
+        import socket
+        data = json.dumps(req).encode()
+        if fds:
+            socket.send_fds(self.sock, [data], fds)
+        else:
+            self.sock.send(data)
+        reply = self.sock.recv(1 << 16)
+        if not reply:
+            raise OSError("the sandbox fork server is gone")
+        return json.loads(reply)
+
+    def fork(self, job: dict, fds: list[int]) -> int:
+        return int(self._ask({"op": "fork", **job}, fds)["pid"])
+
+    def wait(self, pid: int, timeout: float) -> int | None | str:
+        return self._ask({"op": "wait", "pid": pid, "timeout": timeout})["code"]
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_FORK_SERVERS: dict[tuple, ForkServer] = {}
+
+
+def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float) -> ForkServer:
+    """The (lazily started) fork server of this process for a privilege mode."""
+    key = (os.getpid(), mode, uid, threads)
+    server = _FORK_SERVERS.get(key)
+    if server is None or not server.alive:
+        server = ForkServer(mode, uid, gid, threads, startup_timeout)
+        _FORK_SERVERS[key] = server
+    return server
+
+
+def _scrubbed_env(home: str, threads: int) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home}
+
+
 class Sandbox:
-    """One sandbox subprocess. Not thread-safe; one request at a time.
+    """One sandbox process. Not thread-safe; one request at a time.
 
     Args:
         config: limits and policy.
@@ -216,24 +297,44 @@ class Sandbox:
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
         self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None
+        self.server: ForkServer | None = None
+        self.req_fd: int | None = None
+        self.resp_fd: int | None = None
         self.tmpdir: str | None = None
         self.dead_reason: str | None = None
+        self.exit_code: int | None = None
+        self._reaped = False
         self._buf = b""
         self.uid: int | None = None
         self.privilege_mode = "none"
 
+    @staticmethod
+    def prepare(config: SandboxConfig) -> None:
+        """Start this process's fork server now (so it is not counted as a sandbox process)."""
+        if config.fork_server:
+            mode, uid, gid = Sandbox._mode(config)
+            try:
+                fork_server(mode, uid, gid, config.threads, config.startup_timeout)
+            except OSError:
+                pass
+
+    @staticmethod
+    def _mode(cfg: SandboxConfig) -> tuple[str, int | None, int | None]:
+        if os.geteuid() != 0 or cfg.drop_privileges == "never":
+            return "none", None, None
+        uid, gid = _user_ids(cfg.user)
+        if cfg.drop_privileges == "spawn" or (cfg.drop_privileges == "auto" and _can_spawn_as(cfg.user)):
+            return "spawn", uid, gid
+        return "late", uid, gid
+
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
+        import json
         cfg = self.config
         self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")
-        run_uid = run_gid = None
-        mode = "none"
-        if os.geteuid() == 0 and cfg.drop_privileges != "never":
-            run_uid, run_gid = _user_ids(cfg.user)
-            if cfg.drop_privileges == "spawn" or (cfg.drop_privileges == "auto" and _can_spawn_as(cfg.user)):
-                mode = "spawn"
-            else:
-                mode = "late"
+        mode, run_uid, run_gid = self._mode(cfg)
+        if run_uid is not None:
             os.chown(self.tmpdir, run_uid, run_gid)
         os.chmod(self.tmpdir, 0o700)
         self.privilege_mode = mode
@@ -241,30 +342,48 @@ class Sandbox:
         os.mkdir(home)
         if run_uid is not None:
             os.chown(home, run_uid, run_gid)
-        sandbox_cfg = {
+        job = {
             "memory_bytes": cfg.memory_bytes, "file_size_bytes": cfg.file_size_bytes,
             "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": [_project_root()],
             "drop": mode, "uid": run_uid, "gid": run_gid,
             "max_processes": cfg.max_processes if run_uid is not None else None,
+            "cwd": home, "env": _scrubbed_env(home, cfg.threads),
         }
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-               "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
-               "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home}
-        log = open(os.path.join(self.tmpdir, "sandbox.log"), "wb")
+        log_path = os.path.join(self.tmpdir, "sandbox.log")
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         if run_uid is not None:
-            os.fchown(log.fileno(), run_uid, run_gid)
-        kwargs: dict[str, Any] = {}
-        if mode == "spawn":
-            kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
-        script = str(Path(__file__).with_name("sandbox_main.py"))
-        import json
+            os.fchown(log_fd, run_uid, run_gid)
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", script, json.dumps(sandbox_cfg)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=home, env=env,
-                start_new_session=True, close_fds=True, **kwargs)
+            server = None
+            if cfg.fork_server:
+                try:
+                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout)
+                except OSError:
+                    server = None  # fall back to a fresh interpreter
+            if server is not None:
+                req_r, req_w = os.pipe()
+                resp_r, resp_w = os.pipe()
+                try:
+                    self.pid = server.fork(job, [req_r, resp_w, log_fd])
+                    self.server = server
+                finally:
+                    os.close(req_r)
+                    os.close(resp_w)
+                self.req_fd, self.resp_fd = req_w, resp_r
+            else:
+                kwargs: dict[str, Any] = {}
+                if mode == "spawn":
+                    kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
+                script = str(Path(__file__).with_name("sandbox_main.py"))
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", script, json.dumps(job)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, cwd=home, env=job["env"],
+                    start_new_session=True, close_fds=True, **kwargs)
+                self.pid = self.proc.pid
+                assert self.proc.stdin is not None and self.proc.stdout is not None
+                self.req_fd, self.resp_fd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         finally:
-            log.close()
+            os.close(log_fd)
         hello = self._receive(time.monotonic() + cfg.startup_timeout, "starting the sandbox")
         if not isinstance(hello, dict) or not hello.get("ready"):
             self.kill()
@@ -273,30 +392,60 @@ class Sandbox:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.dead_reason is None and self.proc.poll() is None
+        if self.pid is None or self.dead_reason is not None:
+            return False
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return True
+
+    def _exit_code(self, timeout: float) -> int | None:
+        """Exit code if the process has ended within ``timeout`` seconds (reaps it)."""
+        if self._reaped:
+            return self.exit_code
+        if self.proc is not None:
+            try:
+                self.exit_code = self.proc.wait(timeout=timeout)
+                self._reaped = True
+            except subprocess.TimeoutExpired:
+                return None
+            return self.exit_code
+        if self.server is not None and self.pid is not None:
+            try:
+                code = self.server.wait(self.pid, timeout)
+            except (OSError, ValueError):
+                code = "gone"
+            if code is None:
+                return None
+            self._reaped = True
+            self.exit_code = code if isinstance(code, int) else None
+        return self.exit_code
 
     def kill(self) -> None:
         """Kill the sandbox's process group (descendants are swept by the caller)."""
-        if self.proc is None:
+        if self.pid is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.kill()
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
             try:
-                if stream:
-                    stream.close()
-            except OSError:
+                if not self._reaped:
+                    target()
+            except (ProcessLookupError, PermissionError):
                 pass
+        self._exit_code(10)
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    if stream:
+                        stream.close()
+                except OSError:
+                    pass
+        else:
+            for fd in (self.req_fd, self.resp_fd):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+        self.req_fd = self.resp_fd = None
 
     def close(self) -> None:
         """Kill the sandbox and remove its temporary directory."""
@@ -325,36 +474,33 @@ class Sandbox:
             SandboxTimeout: no reply within ``timeout`` seconds (the sandbox is killed).
             SandboxDied: the sandbox exited or answered garbage (it is killed).
         """
-        if not self.alive:
+        if not self.alive or self.req_fd is None:
             raise SandboxDied(self.dead_reason or "the sandbox is not running")
-        assert self.proc is not None and self.proc.stdin is not None
         try:
-            protocol.write_message(self.proc.stdin.fileno(), message)
+            protocol.write_message(self.req_fd, message)
         except (BrokenPipeError, OSError):
             self._died(what)
         return self._receive(time.monotonic() + timeout, what, timeout)
 
     def _died(self, what: str) -> None:
-        assert self.proc is not None
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        code = self.proc.poll()
+        code = self._exit_code(2)
         self.kill()
+        if code is None:
+            code = self.exit_code
         tail = self.log_tail()
         hint = ""
         if "MemoryError" in tail or "std::bad_alloc" in tail:
             hint = " (out of memory?)"
         elif "Fatal Python error" in tail:
             hint = " (" + tail[tail.rfind("Fatal Python error"):].splitlines()[0][:120] + ")"
-        self.dead_reason = (f"the sandbox process died ({describe_exit(code)}){hint} while running your code: "
+        status = describe_exit(code) if code is not None else "exit status unknown"
+        self.dead_reason = (f"the sandbox process died ({status}){hint} while running your code: "
                             f"{what}")
         raise SandboxDied(self.dead_reason)
 
     def _receive(self, deadline: float, what: str, timeout: float | None = None) -> Any:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        fd = self.resp_fd
+        assert fd is not None
 
         def read_exact(n: int) -> bytes:
             while len(self._buf) < n:

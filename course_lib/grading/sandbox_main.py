@@ -328,15 +328,18 @@ class Server:
         return str(self.obj(req))[:2000]
 
 
-def main() -> None:
-    cfg = json.loads(sys.argv[1])
-    req_fd, resp_fd = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
-    _apply_limits(cfg)
+def _set_name(name: bytes) -> None:
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(15, name, 0, 0, 0)  # PR_SET_NAME (shown in /proc/PID/comm)
+    except (OSError, AttributeError):
+        pass
+
+
+def _preload(cfg: dict) -> None:
     for path in reversed(cfg.get("sys_path", [])):
-        sys.path.insert(0, path)
+        if path not in sys.path:
+            sys.path.insert(0, path)
     threads = str(cfg.get("threads", 1))
     os.environ.setdefault("OMP_NUM_THREADS", threads)
     for mod in PRELOAD:
@@ -346,6 +349,9 @@ def main() -> None:
             pass
     import torch
     torch.set_num_threads(int(threads))
+
+
+def _serve(cfg: dict, req_fd: int, resp_fd: int) -> None:
     if cfg.get("drop") == "late" and os.getuid() == 0:
         _drop_privileges_late(cfg)
     server = Server(req_fd, resp_fd)
@@ -354,5 +360,100 @@ def main() -> None:
     os._exit(0)
 
 
+def main() -> None:
+    """One sandbox, started as a fresh interpreter."""
+    cfg = json.loads(sys.argv[1])
+    _set_name(b"course-sandbox")
+    req_fd, resp_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
+    _apply_limits(cfg)
+    _preload(cfg)
+    _serve(cfg, req_fd, resp_fd)
+
+
+def _child(job: dict, fds: list[int]) -> None:
+    """In a fresh fork of the zygote: become one sandbox (never returns)."""
+    try:
+        _set_name(b"course-sandbox")
+        req_fd, resp_fd, log_fd = fds
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        os.chdir(job["cwd"])
+        os.environ.clear()
+        os.environ.update(job["env"])
+        _apply_limits(job)
+        import random
+
+        import numpy as np
+        import torch
+        random.seed()
+        np.random.seed(int.from_bytes(os.urandom(4), "little"))
+        torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        _serve(job, req_fd, resp_fd)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    os._exit(98)
+
+
+def zygote() -> None:
+    """Fork server: imports everything once, then forks one sandbox per request.
+
+    No learner code ever runs in this process: requests come only from the grader on a
+    private socket, and each sandbox is a fork that sets its limits and drops its
+    privileges before it reads any learner code.
+    """
+    import socket
+    cfg = json.loads(sys.argv[2])
+    _set_name(b"course-zygote")
+    sock = socket.socket(fileno=cfg["sock_fd"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    _preload(cfg)
+    sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)
+        req = json.loads(msg)
+        if req.get("op") == "fork":
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _child(req, fds)
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"pid": pid}).encode())
+        elif req.get("op") == "wait":
+            import time
+            deadline = time.monotonic() + float(req.get("timeout", 0))
+            code = None
+            while True:
+                try:
+                    done, status = os.waitpid(int(req["pid"]), os.WNOHANG)
+                except ChildProcessError:
+                    code = "gone"
+                    break
+                if done:
+                    code = os.waitstatus_to_exitcode(status)
+                    break
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+            sock.send(json.dumps({"code": code}).encode())
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--zygote"]:
+        zygote()
+    else:
+        main()

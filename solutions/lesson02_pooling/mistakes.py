@@ -1,0 +1,100 @@
+"""Typical mistakes for lesson02_pooling, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+MISTAKES = {
+    "softmax_over_queries": {
+        "replace": {"gaussian_weights": '''
+def gaussian_weights(queries, keys, width=1.0):
+    diffs = queries[:, None] - keys[None, :]
+    return torch.softmax(-diffs**2 / (2 * width**2), dim=0)  # normalises each key's column
+'''},
+        "fails": ["test_gaussian_weights_public", "test_gaussian_weights"],
+        "may_fail": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
+    },
+    "missing_factor_two": {
+        "replace": {"gaussian_weights": '''
+def gaussian_weights(queries, keys, width=1.0):
+    diffs = queries[:, None] - keys[None, :]
+    return torch.softmax(-diffs**2 / width**2, dim=-1)  # exp(-u^2), not exp(-u^2 / 2)
+'''},
+        "fails": ["test_gaussian_weights"],
+        "may_fail": ["test_nadaraya_watson"],
+    },
+    "width_not_squared": {
+        "replace": {"gaussian_weights": '''
+def gaussian_weights(queries, keys, width=1.0):
+    diffs = queries[:, None] - keys[None, :]
+    return torch.softmax(-diffs**2 / (2 * width), dim=-1)
+'''},
+        "fails": ["test_gaussian_weights"],
+        "may_fail": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
+    },
+    "exp_over_sum_underflows": {
+        "replace": {"gaussian_weights": '''
+def gaussian_weights(queries, keys, width=1.0):
+    diffs = queries[:, None] - keys[None, :]
+    scores = torch.exp(-diffs**2 / (2 * width**2))
+    return scores / scores.sum(dim=-1, keepdim=True)  # 0 / 0 = NaN for a tiny width
+'''},
+        "fails": ["test_gaussian_weights"],
+    },
+    "prediction_ignores_weights": {
+        "replace": {"nadaraya_watson": '''
+def nadaraya_watson(queries, keys, values, width=1.0):
+    return values.mean(dim=0).expand(queries.shape[0], *values.shape[1:])  # average pooling
+'''},
+        "fails": ["test_nadaraya_watson"],
+    },
+    "prediction_transposed_weights": {
+        "replace": {"nadaraya_watson": '''
+def nadaraya_watson(queries, keys, values, width=1.0):
+    weights = gaussian_weights(keys, queries, width)  # (K, Q): queries and keys swapped
+    return weights.T @ values
+'''},
+        "fails": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
+    },
+    "epanechnikov_not_clamped": {
+        "replace": {"kernels": '''
+def boxcar_kernel(u):
+    return (u.abs() <= 1).to(u.dtype)
+
+
+def epanechnikov_kernel(u):
+    return 0.75 * (1 - u**2)  # negative outside the window
+'''},
+        "fails": ["test_kernels_public", "test_kernels", "test_kernel_weights_public", "test_kernel_weights"],
+    },
+    "no_empty_window_fallback": {
+        "replace": {"kernel_weights": '''
+def kernel_weights(queries, keys, kernel, width=1.0):
+    scores = kernel((queries[:, None] - keys[None, :]) / width)
+    return scores / scores.sum(dim=-1, keepdim=True)  # NaN where no key is in the window
+'''},
+        "fails": ["test_kernel_weights_public", "test_kernel_weights"],
+    },
+    "kernel_weights_without_width": {
+        "replace": {"kernel_weights": '''
+def kernel_weights(queries, keys, kernel, width=1.0):
+    diffs = queries[:, None] - keys[None, :]
+    scores = kernel(diffs)  # forgot to divide by the width
+    total = scores.sum(dim=-1, keepdim=True)
+    empty = total == 0
+    weights = scores / torch.where(empty, torch.ones_like(total), total)
+    nearest = torch.nn.functional.one_hot(diffs.abs().argmin(dim=-1), keys.shape[0]).to(weights.dtype)
+    return torch.where(empty, nearest, weights)
+'''},
+        "fails": ["test_kernel_weights"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_ROW_SUM = 0
+ANSWER_SMALL_WIDTH = "a"
+ANSWER_LARGE_WIDTH = "b"
+'''},
+        "fails": ["test_answer_row_sum", "test_answer_small_width", "test_answer_large_width"],
+    },
+}

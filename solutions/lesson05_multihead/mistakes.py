@@ -1,0 +1,166 @@
+"""Typical mistakes for lesson05_multihead, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+_SPLIT_MERGE = '''
+def split_heads(x, num_heads):
+    batch, steps, embed = x.shape
+    x = x.reshape(batch, steps, num_heads, embed // num_heads)
+    return x.transpose(1, 2)
+
+
+def merge_heads(x):
+    batch, heads, steps, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, steps, heads * head_dim)
+'''
+
+_INIT = '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.attention_weights = None
+'''
+
+
+def _mha(body: str) -> str:
+    """A MultiHeadAttention whose forward is ``body`` (the usual __init__)."""
+    return _INIT + "\n    def forward(self, query, key, value, key_padding_mask=None):\n" + body
+
+
+_MHA_FAILS = ["test_mha", "test_mha_padding"]
+
+MISTAKES = {
+    "scrambled_head_reshape": {
+        "replace": {"split_merge": '''
+def split_heads(x, num_heads):
+    batch, steps, embed = x.shape
+    return x.reshape(batch, num_heads, steps, embed // num_heads)  # right shape, wrong content
+
+
+def merge_heads(x):
+    batch, heads, steps, head_dim = x.shape
+    return x.reshape(batch, steps, heads * head_dim)  # the matching wrong inverse
+'''},
+        "fails": ["test_split_merge_public", "test_split_merge"] + _MHA_FAILS,
+    },
+    "merge_without_transpose": {
+        "replace": {"split_merge": '''
+def split_heads(x, num_heads):
+    batch, steps, embed = x.shape
+    return x.reshape(batch, steps, num_heads, embed // num_heads).transpose(1, 2)
+
+
+def merge_heads(x):
+    batch, heads, steps, head_dim = x.shape
+    return x.reshape(batch, steps, heads * head_dim)  # forgot to move H back behind T
+'''},
+        "fails": ["test_split_merge_public", "test_split_merge"] + _MHA_FAILS,
+    },
+    "forgot_output_projection": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return merge_heads(self.attention_weights @ v)  # no W_o
+''')},
+        "fails": _MHA_FAILS,
+    },
+    "scaled_by_sqrt_embed_dim": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(query.shape[-1])  # sqrt(E), not sqrt(D)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return self.out_proj(merge_heads(self.attention_weights @ v))
+''')},
+        "fails": _MHA_FAILS,
+    },
+    "mask_convention_inverted": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if key_padding_mask is not None:  # read True as "may attend" (SDPA's convention)
+            scores = scores.masked_fill(~key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return self.out_proj(merge_heads(self.attention_weights @ v))
+''')},
+        "fails": ["test_mha_public", "test_mha_padding"],
+    },
+    "mask_after_softmax": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=-1)
+        if key_padding_mask is not None:  # zeroed after the softmax: rows no longer sum to one
+            weights = weights.masked_fill(key_padding_mask[:, None, None, :], 0.0)
+        self.attention_weights = weights
+        return self.out_proj(merge_heads(self.attention_weights @ v))
+''')},
+        "fails": ["test_mha_public", "test_mha_padding"],
+    },
+    "softmax_over_queries": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.nan_to_num(torch.softmax(scores, dim=-2))  # over the queries
+        return self.out_proj(merge_heads(self.attention_weights @ v))
+''')},
+        "fails": ["test_mha_public"] + _MHA_FAILS,
+    },
+    "renamed_parameters": {
+        "replace": {"multihead_attention": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, embed_dim, num_heads, bias=True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.W_q = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.W_k = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.W_v = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.W_o = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.attention_weights = None
+
+    def forward(self, query, key, value, key_padding_mask=None):
+        q = split_heads(self.W_q(query), self.num_heads)
+        k = split_heads(self.W_k(key), self.num_heads)
+        v = split_heads(self.W_v(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return self.W_o(merge_heads(self.attention_weights @ v))
+'''},
+        "fails": ["test_mha_public"] + _MHA_FAILS,
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_PARAMS = 8 * 4 * 512 * 512  # as if every head had its own E x E matrices
+ANSWER_HEAD_SIZE = 512
+ANSWER_COMBINE = "a"
+'''},
+        "fails": ["test_answer_params", "test_answer_head_size", "test_answer_combine"],
+    },
+}
