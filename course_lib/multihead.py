@@ -19,6 +19,7 @@ allowed; float masks are added to the scores. D2L's ``valid_lens`` of shape (B,)
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.masking import causal_mask
@@ -174,6 +175,8 @@ class MultiHeadAttention(nn.Module):
             masked gets zero weights and output ``out_proj.bias`` (PyTorch's module gives NaN
             with ``need_weights=True``).
         """
+        # Self-attention (one tensor for all three) lets one GEMM do the three projections.
+        packed = query is key and key is value and self.kdim == self.vdim == self.embed_dim
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (B, T, E)
         if query.dim() != 3 or key.dim() != 3 or value.dim() != 3:
@@ -191,9 +194,16 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                              f"{tuple(value.shape)} must share B, and key/value must share S")
 
-        q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
-        k = split_heads(self.k_proj(key), self.num_heads)  # (B, H, S, D)
-        v = split_heads(self.v_proj(value), self.num_heads)  # (B, H, S, D)
+        if packed:  # the same numbers as the three separate projections below, a little faster
+            projections = (self.q_proj, self.k_proj, self.v_proj)
+            weight = torch.cat([p.weight for p in projections])  # (3E, E)
+            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])  # (3E,)
+            q_all, k_all, v_all = F.linear(query, weight, bias).chunk(3, dim=-1)  # 3 x (B, L, E)
+        else:
+            q_all, k_all, v_all = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        q = split_heads(q_all, self.num_heads)  # (B, H, L, D)
+        k = split_heads(k_all, self.num_heads)  # (B, H, S, D)
+        v = split_heads(v_all, self.num_heads)  # (B, H, S, D)
         mask, causal = self._merge_masks(key_padding_mask, attn_mask, is_causal,
                                          batch, tgt_len, src_len, q.dtype)
         out, weights = scaled_dot_product_attention(

@@ -105,10 +105,14 @@ def scaled_dot_product_attention(
         return out, None
 
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., Q, K); scaling q is cheaper
-    if additive is not None:
-        scores = scores + additive
+    # One additive bias (-inf where a boolean mask forbids) built on the mask's own, usually
+    # small, shape: adding it costs no extra pass in the backward, unlike masked_fill.
+    bias = additive
     if keep is not None:
-        scores = scores.masked_fill(~keep, float("-inf"))
+        blocked = torch.zeros(keep.shape, dtype=scores.dtype, device=scores.device).masked_fill(~keep, float("-inf"))
+        bias = blocked if bias is None else bias + blocked
+    if bias is not None:
+        scores = scores + bias
     if dead is None:
         weights = torch.softmax(scores, dim=-1)
     else:  # softmax of an all -inf row is NaN: give those rows zero weights instead

@@ -88,6 +88,10 @@ CASES = {
     "causal": {"causal": True},
     "causal_kpm_seq_first": {"causal": True, "kpm": "bool", "batch_first": False},
     "everything": {"kpm": "bool", "mask": "3d-bool", "kdim": 6, "vdim": 3, "batch_first": False, "bias": False},
+    # query is key is value: both modules take their packed (one GEMM) projection path
+    "self_attention": {"self": True, "kpm": "bool"},
+    "self_attention_seq_first_causal": {"self": True, "causal": True, "batch_first": False},
+    "self_attention_no_bias_float_mask": {"self": True, "bias": False, "mask": "2d-float"},
 }
 WEIGHT_MODES = {"avg": (True, True), "per_head": (True, False), "no_weights": (False, True)}
 
@@ -99,7 +103,7 @@ def test_from_torch_parity_values_and_gradients(case, mode):
     need_weights, average = WEIGHT_MODES[mode]
     batch_first = cfg.get("batch_first", True)
     kdim, vdim = cfg.get("kdim", E), cfg.get("vdim", E)
-    src = L if cfg.get("causal") else S
+    src = L if cfg.get("causal") or cfg.get("self") else S
     ref, ours = _torch_pair(kdim=cfg.get("kdim"), vdim=cfg.get("vdim"), bias=cfg.get("bias", True),
                             batch_first=batch_first)
     kpm, attn_mask = _masks(cfg.get("kpm"), cfg.get("mask"), L, src)
@@ -108,8 +112,12 @@ def test_from_torch_parity_values_and_gradients(case, mode):
         ref_mask = ~causal_mask(L)
 
     inputs = _inputs(kdim, vdim, batch_first, L, src)
-    ours_in = [t.clone().requires_grad_() for t in inputs]
-    ref_in = [t.clone().requires_grad_() for t in inputs]
+    if cfg.get("self"):
+        x, x_ref = inputs[0].clone().requires_grad_(), inputs[0].clone().requires_grad_()
+        ours_in, ref_in = [x, x, x], [x_ref, x_ref, x_ref]
+    else:
+        ours_in = [t.clone().requires_grad_() for t in inputs]
+        ref_in = [t.clone().requires_grad_() for t in inputs]
     out, weights = ours(*ours_in, key_padding_mask=kpm, need_weights=need_weights, attn_mask=attn_mask,
                         average_attn_weights=average, is_causal=cfg.get("causal", False))
     ref_out, ref_weights = ref(*ref_in, key_padding_mask=kpm, need_weights=need_weights, attn_mask=ref_mask,
@@ -133,6 +141,20 @@ def test_from_torch_parity_values_and_gradients(case, mode):
         torch.testing.assert_close(a.grad, b.grad)
     for a, b in _grads_by_name(ours, ref):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_packed_path_equals_separate_projections(bias):
+    _, ours = _torch_pair(bias=bias)
+    x = _inputs(src=L)[0]
+    hook_calls = []
+    ours.k_proj.register_forward_hook(lambda *args: hook_calls.append(1))
+    packed, packed_w = ours(x, x, x, average_attn_weights=False)
+    assert hook_calls == []  # the packed path ran (one GEMM, not the k_proj module)
+    separate, separate_w = ours(x, x.clone(), x.clone(), average_attn_weights=False)
+    assert hook_calls == [1]
+    torch.testing.assert_close(packed, separate)
+    torch.testing.assert_close(packed_w, separate_w)
 
 
 def test_is_causal_combines_with_attn_mask():

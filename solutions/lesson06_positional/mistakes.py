@@ -1,0 +1,115 @@
+"""Typical mistakes for lesson06_positional, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+
+def _table(sin_cols: str, cos_cols: str, exponent: str = "torch.arange(0, embed_dim, 2, dtype=torch.float64)") -> str:
+    return f'''
+def sinusoidal_encoding(num_positions, embed_dim):
+    positions = torch.arange(num_positions, dtype=torch.float64)[:, None]
+    freqs = 10000.0 ** (-{exponent} / embed_dim)
+    angles = positions * freqs
+    table = torch.zeros(num_positions, embed_dim, dtype=torch.float64)
+    table[:, 0::2] = {sin_cols}
+    table[:, 1::2] = {cos_cols}
+    return table.to(torch.float32)
+'''
+
+
+def _module(init: str, forward: str = "return self.dropout(X + self.P[:, : X.shape[1]])") -> str:
+    return f'''
+class PositionalEncoding(nn.Module):
+    def __init__(self, embed_dim, dropout=0.0, max_len=1000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        {init}
+
+    def forward(self, X):
+        {forward}
+'''
+
+
+_BUFFER = 'self.register_buffer("P", sinusoidal_encoding(max_len, embed_dim)[None])'
+_MODULE_TESTS = ["test_module_public", "test_module"]
+
+MISTAKES = {
+    "sin_cos_swapped": {
+        "replace": {"sinusoidal_encoding": _table("torch.cos(angles)[:, : (embed_dim + 1) // 2]",
+                                                  "torch.sin(angles[:, : embed_dim // 2])")},
+        "fails": ["test_encoding_public", "test_encoding"],
+        "may_fail": _MODULE_TESTS,
+    },
+    "exponent_i_over_E": {
+        # frequency 1 / 10000^(i/E) with i the pair index: half the exponent it should be
+        "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles[:, : embed_dim // 2])",
+                                                  exponent="torch.arange((embed_dim + 1) // 2, dtype=torch.float64)")},
+        "fails": ["test_encoding"],
+        "may_fail": ["test_module"],
+    },
+    "exponent_uses_column_index": {
+        # 10000^(2j/E) with j the column index (0, 2, 4, ... doubled again)
+        "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles[:, : embed_dim // 2])",
+                                                  exponent="2 * torch.arange(0, embed_dim, 2, dtype=torch.float64)")},
+        "fails": ["test_encoding"],
+        "may_fail": ["test_module"],
+    },
+    "odd_embed_dim_forgotten": {
+        "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles)")},
+        "fails": ["test_encoding"],
+        "may_fail": ["test_module"],
+    },
+    "table_not_a_buffer": {
+        "replace": {"positional_encoding": _module("self.P = sinusoidal_encoding(max_len, embed_dim)[None]")},
+        "fails": ["test_module_public", "test_module_buffer"],
+    },
+    "table_as_parameter": {
+        "replace": {"positional_encoding": _module(
+            "self.P = nn.Parameter(sinusoidal_encoding(max_len, embed_dim)[None], requires_grad=False)")},
+        "fails": ["test_module_public", "test_module_buffer"],
+    },
+    "embeddings_rescaled_in_module": {
+        "replace": {"positional_encoding": _module(
+            _BUFFER, "return self.dropout(X * math.sqrt(X.shape[-1]) + self.P[:, : X.shape[1]])")},
+        "fails": ["test_module"],
+    },
+    "dropout_forgotten": {
+        "replace": {"positional_encoding": _module(_BUFFER, "return X + self.P[:, : X.shape[1]]")},
+        "fails": ["test_module"],
+    },
+    "shift_rotation_transposed": {
+        "replace": {"shift_matrix": '''
+def shift_matrix(shift, embed_dim):
+    matrix = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
+    for i in range(embed_dim // 2):
+        angle = shift / 10000.0 ** (2 * i / embed_dim)
+        c, s = math.cos(angle), math.sin(angle)
+        matrix[2 * i, 2 * i], matrix[2 * i, 2 * i + 1] = c, -s  # the rotation the other way
+        matrix[2 * i + 1, 2 * i], matrix[2 * i + 1, 2 * i + 1] = s, c
+    return matrix
+'''},
+        "fails": ["test_shift_public", "test_shift"],
+    },
+    "shift_same_frequency_for_all_pairs": {
+        "replace": {"shift_matrix": '''
+def shift_matrix(shift, embed_dim):
+    matrix = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
+    c, s = math.cos(shift), math.sin(shift)  # every pair rotated as if its frequency were 1
+    for i in range(embed_dim // 2):
+        matrix[2 * i, 2 * i], matrix[2 * i, 2 * i + 1] = c, s
+        matrix[2 * i + 1, 2 * i], matrix[2 * i + 1, 2 * i + 1] = -s, c
+    return matrix
+'''},
+        "fails": ["test_shift_public", "test_shift"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_SIN_COS = "b"
+ANSWER_PATH_LENGTH = "d"
+ANSWER_ONES = 4
+'''},
+        "fails": ["test_answer_sin_cos", "test_answer_path_length", "test_answer_ones"],
+    },
+}

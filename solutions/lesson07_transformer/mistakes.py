@@ -1,0 +1,208 @@
+"""Typical mistakes for lesson07_transformer, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+_ENCODER_INIT = '''
+class TransformerEncoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)
+        self.addnorm1 = AddNorm(d_model, dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
+        self.addnorm2 = AddNorm(d_model, dropout)
+'''
+
+_DECODER_INIT = '''
+class TransformerDecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attention = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)
+        self.addnorm1 = AddNorm(d_model, dropout)
+        self.cross_attention = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)
+        self.addnorm2 = AddNorm(d_model, dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
+        self.addnorm3 = AddNorm(d_model, dropout)
+'''
+
+_ADDNORM_INIT = '''
+class AddNorm(nn.Module):
+    def __init__(self, d_model, dropout=0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(d_model)
+'''
+
+_BLOCKS = ["test_encoder_block_public", "test_encoder_block", "test_decoder_block_public", "test_decoder_block"]
+
+MISTAKES = {
+    "causal_mask_without_diagonal": {
+        # a position may not even look at itself: the first query has no key at all (NaN)
+        "replace": {"causal_mask": '''
+def causal_mask(num_steps):
+    return torch.tril(torch.ones(num_steps, num_steps, dtype=torch.bool), diagonal=-1)
+'''},
+        "fails": ["test_causal_mask_public", "test_causal_mask", "test_decoder_block_public", "test_decoder_block"],
+    },
+    "causal_mask_one_future_token": {
+        "replace": {"causal_mask": '''
+def causal_mask(num_steps):
+    return torch.tril(torch.ones(num_steps, num_steps, dtype=torch.bool), diagonal=1)
+'''},
+        "fails": ["test_causal_mask_public", "test_causal_mask", "test_decoder_block_public", "test_decoder_block"],
+    },
+    "causal_mask_as_floats": {
+        "replace": {"causal_mask": '''
+def causal_mask(num_steps):
+    return torch.tril(torch.ones(num_steps, num_steps))  # 1.0 / 0.0 instead of True / False
+'''},
+        "fails": ["test_causal_mask_public", "test_causal_mask"],
+        "may_fail": ["test_decoder_block_public", "test_decoder_block"],
+    },
+    "norm_before_residual_add": {
+        "replace": {"addnorm": _ADDNORM_INIT + '''
+    def forward(self, X, Y):
+        return X + self.norm(self.dropout(Y))  # normalizes the sub-layer output only
+'''},
+        "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
+    },
+    "missing_residual": {
+        "replace": {"addnorm": _ADDNORM_INIT + '''
+    def forward(self, X, Y):
+        return self.norm(self.dropout(Y))  # forgot to add X
+'''},
+        "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
+    },
+    "ffn_relu_on_output": {
+        "replace": {"ffn": '''
+class PositionWiseFFN(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.dense1 = nn.Linear(d_model, d_ff)
+        self.dense2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X):
+        return torch.relu(self.dense2(self.dropout(self.dense1(X))))  # ReLU after the wrong layer
+'''},
+        "fails": ["test_ffn_public", "test_ffn", "test_encoder_block", "test_decoder_block"],
+        "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
+    },
+    "ffn_without_bias": {
+        "replace": {"ffn": '''
+class PositionWiseFFN(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0):
+        super().__init__()
+        self.dense1 = nn.Linear(d_model, d_ff, bias=False)
+        self.dense2 = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, X):
+        return self.dense2(self.dropout(torch.relu(self.dense1(X))))
+'''},
+        "fails": ["test_ffn_public", "test_ffn", "test_encoder_block_public", "test_encoder_block",
+                  "test_decoder_block"],
+        "may_fail": ["test_decoder_block_public"],
+    },
+    "encoder_ignores_padding": {
+        "replace": {"encoder_block": _ENCODER_INIT + '''
+    def forward(self, X, key_padding_mask=None):
+        Y, _ = self.attention(X, X, X, need_weights=False)  # padding mask not passed on
+        X = self.addnorm1(X, Y)
+        return self.addnorm2(X, self.ffn(X))
+'''},
+        "fails": ["test_encoder_block"],
+    },
+    "encoder_renamed_parameters": {
+        "replace": {"encoder_block": '''
+class TransformerEncoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, batch_first=True)
+        self.norm1 = AddNorm(d_model, dropout)
+        self.ffn = PositionWiseFFN(d_model, d_ff, dropout)
+        self.norm2 = AddNorm(d_model, dropout)
+
+    def forward(self, X, key_padding_mask=None):
+        Y, _ = self.self_attn(X, X, X, key_padding_mask=key_padding_mask, need_weights=False)
+        X = self.norm1(X, Y)
+        return self.norm2(X, self.ffn(X))
+'''},
+        "fails": ["test_encoder_block_public", "test_encoder_block"],
+    },
+    "decoder_without_causal_mask": {
+        "replace": {"decoder_block": _DECODER_INIT + '''
+    def forward(self, X, memory, memory_key_padding_mask=None):
+        Y, _ = self.self_attention(X, X, X, need_weights=False)  # sees the future
+        X = self.addnorm1(X, Y)
+        Y, _ = self.cross_attention(X, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                    need_weights=False)
+        X = self.addnorm2(X, Y)
+        return self.addnorm3(X, self.ffn(X))
+'''},
+        "fails": ["test_decoder_block_public", "test_decoder_block"],
+    },
+    "decoder_mask_convention_flipped": {
+        # True means "may attend" for SDPA but "not allowed" for nn.MultiheadAttention
+        "replace": {"decoder_block": _DECODER_INIT + '''
+    def forward(self, X, memory, memory_key_padding_mask=None):
+        Y, _ = self.self_attention(X, X, X, attn_mask=causal_mask(X.shape[1]), need_weights=False)
+        X = self.addnorm1(X, Y)
+        Y, _ = self.cross_attention(X, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                    need_weights=False)
+        X = self.addnorm2(X, Y)
+        return self.addnorm3(X, self.ffn(X))
+'''},
+        "fails": ["test_decoder_block_public", "test_decoder_block"],
+    },
+    "cross_attention_queries_from_encoder": {
+        # the seed's mistake: the decoder "is the key that queries the encoder"
+        "replace": {"decoder_block": _DECODER_INIT + '''
+    def forward(self, X, memory, memory_key_padding_mask=None):
+        future = ~causal_mask(X.shape[1])
+        Y, _ = self.self_attention(X, X, X, attn_mask=future, need_weights=False)
+        X = self.addnorm1(X, Y)
+        Y, _ = self.cross_attention(memory, X, X, need_weights=False)  # (B, S, E): the encoder asks
+        X = self.addnorm2(X, Y)
+        return self.addnorm3(X, self.ffn(X))
+'''},
+        "fails": ["test_decoder_block_public", "test_decoder_block"],
+    },
+    "decoder_cross_attention_without_residual": {
+        "replace": {"decoder_block": _DECODER_INIT + '''
+    def forward(self, X, memory, memory_key_padding_mask=None):
+        future = ~causal_mask(X.shape[1])
+        Y, _ = self.self_attention(X, X, X, attn_mask=future, need_weights=False)
+        X = self.addnorm1(X, Y)
+        Y, _ = self.cross_attention(X, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                    need_weights=False)
+        X = self.addnorm2.norm(Y)  # residual around cross-attention forgotten
+        return self.addnorm3(X, self.ffn(X))
+'''},
+        "fails": ["test_decoder_block"],
+    },
+    "decoder_ignores_source_padding": {
+        "replace": {"decoder_block": _DECODER_INIT + '''
+    def forward(self, X, memory, memory_key_padding_mask=None):
+        future = ~causal_mask(X.shape[1])
+        Y, _ = self.self_attention(X, X, X, attn_mask=future, need_weights=False)
+        X = self.addnorm1(X, Y)
+        Y, _ = self.cross_attention(X, memory, memory, need_weights=False)  # attends to padding
+        X = self.addnorm2(X, Y)
+        return self.addnorm3(X, self.ffn(X))
+'''},
+        "fails": ["test_decoder_block"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_D_FF = 512 * 2
+ANSWER_LAYERNORM = "a"
+ANSWER_CROSS_QUERIES = "a"
+'''},
+        "fails": ["test_answer_d_ff", "test_answer_layernorm", "test_answer_cross_queries"],
+    },
+}
