@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading.cli import find_submissions, grade_class
+from course_lib.grading.cli import find_submissions, grade_many
 from course_lib.grading.generate import generate_exercises, list_assignments
 from course_lib.grading.notebook import Assignment
 from course_lib.grading.sandbox import SandboxConfig
@@ -34,8 +34,9 @@ def _grade_ids(nb_path: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """{assignment: {learner: SubmissionResult}} for solution, stub and every mistake."""
-    out = {}
+    """{assignment: {learner: SubmissionResult}} for solution, stub and every mistake,
+    all assignments graded in one parallel run."""
+    items = []
     for name in ASSIGNMENTS:
         assignment = Assignment.load(ROOT / "solutions" / name)
         sub = tmp_path_factory.mktemp(name)
@@ -49,9 +50,11 @@ def graded(tmp_path_factory):
                 ids = _grade_ids(source.path)
                 replace = {k: v for k, v in spec["replace"].items() if k in ids}
                 write_notebook(variant(source.path, replace=replace), sub / f"mistake_{mistake}" / f"{nb_name}.ipynb")
-        results = grade_class(assignment, find_submissions(sub, assignment), jobs=2, progress=False,
-                              config=SandboxConfig(cell_timeout=60, call_timeout=30))
-        out[name] = {r.student: r for r in results}
+        items += [(assignment, student, nbs) for student, nbs in sorted(find_submissions(sub, assignment).items())]
+    results = grade_many(items, jobs=2, progress=False, config=SandboxConfig(cell_timeout=60, call_timeout=30))
+    out: dict = {name: {} for name in ASSIGNMENTS}
+    for (assignment, student, _), result in zip(items, results):
+        out[assignment.name][student] = result
     return out
 
 
@@ -112,14 +115,36 @@ def test_regenerating_exercises_gives_no_diff(tmp_path):
         assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
 
 
-@pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_source_notebook_runs_in_a_jupyter_kernel(name):
-    """Public and hidden tests also work with the learner's local objects (self-check mode)."""
-    import nbformat
-    from nbclient import NotebookClient
+@pytest.fixture(scope="module")
+def kernel_errors():
+    """Run every source notebook, cell by cell, in ONE real Jupyter kernel (``%reset -f``
+    between notebooks): {assignment: [errors]}. In the kernel, test cells see the learner's
+    own objects, as when a learner runs the public tests or nbgrader's Validate."""
+    from jupyter_client.manager import start_new_kernel
 
-    for path in sorted((ROOT / "solutions" / name).glob("*.ipynb")):
-        nb = nbformat.read(path, as_version=4)
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-        assert errors == []
+    km, kc = start_new_kernel(kernel_name="python3")
+    errors: dict[str, list[str]] = {}
+    try:
+        for name in ASSIGNMENTS:
+            errors[name] = []
+            for path in sorted((ROOT / "solutions" / name).glob("*.ipynb")):
+                kc.execute_interactive(f"%reset -f\nimport os\nos.chdir({str(path.parent)!r})", timeout=60)
+                nb = json.loads(path.read_text("utf-8"))
+                for i, cell in enumerate(nb["cells"]):
+                    if cell["cell_type"] != "code":
+                        continue
+                    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                    reply = kc.execute_interactive(source, timeout=600, output_hook=lambda msg: None)
+                    if reply["content"]["status"] != "ok":
+                        errors[name].append(f"{path.name} cell {i}: {reply['content'].get('ename')}: "
+                                            f"{reply['content'].get('evalue')}")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return errors
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_source_notebook_runs_in_a_jupyter_kernel(kernel_errors, name):
+    """Public and hidden tests also work with the learner's local objects (self-check mode)."""
+    assert kernel_errors[name] == []

@@ -34,10 +34,10 @@ from typing import Sequence
 
 from course_lib.grading.notebook import Assignment, NotebookError
 from course_lib.grading.runner import NotebookResult, SubmissionResult, TestOutcome, grade_submission
-from course_lib.grading.sandbox import (SandboxConfig, descendants, kill_descendants,
+from course_lib.grading.sandbox import (SANDBOX_UID_ENV, Sandbox, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
 
-__all__ = ["main", "resolve_assignment", "find_submissions", "grade_class", "check_notebook"]
+__all__ = ["main", "resolve_assignment", "find_submissions", "grade_class", "grade_many", "check_notebook"]
 
 
 def _project_root() -> Path:
@@ -100,11 +100,18 @@ def _error_result(assignment: Assignment, student: str, message: str) -> Submiss
     return SubmissionResult(student, assignment.name, "grader error", 0.0, assignment.max_points, nbs)
 
 
+#: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
+SANDBOX_UID_BASE = 61000
+
+
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, slot: int) -> None:
         code = ("import sys; sys.path.insert(0, %r); from course_lib.grading.worker import main; main()"
                 % str(_project_root()))
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
+        uid = SANDBOX_UID_BASE + slot
+        if os.geteuid() == 0 and _uid_free(uid):
+            env[SANDBOX_UID_ENV] = str(uid)
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
 
@@ -127,38 +134,64 @@ class _Worker:
             self.proc.wait()
 
 
-def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | None]], *, jobs: int,
-                config: SandboxConfig, seed: int | None = None,
-                progress: bool = True) -> list[SubmissionResult]:
-    """Grade every submission; returns results sorted by learner.
+def _uid_free(uid: int) -> bool:
+    """No user and no running process has this uid (so it can be a sandbox's own)."""
+    import pwd
+    try:
+        pwd.getpwuid(uid)
+        return False
+    except KeyError:
+        pass
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                return False
+        except OSError:
+            continue
+    return True
 
-    With ``jobs > 1``, ``jobs`` worker processes (each a child subreaper) grade in parallel;
-    with ``jobs == 1`` this process grades. Either way every process started by learner
-    code is killed before this returns.
+
+def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, jobs: int, config: SandboxConfig,
+               seed: int | None = None, progress: bool = True) -> list[SubmissionResult]:
+    """Grade (assignment, learner, notebooks) items, possibly of several assignments.
+
+    With ``jobs > 1``, ``jobs`` worker processes (each a child subreaper with its own
+    sandbox fork server) grade in parallel; with ``jobs == 1`` this process grades. Either
+    way every process started by learner code is killed before this returns.
+
+    Returns:
+        Results in the order of ``items``.
     """
     set_child_subreaper()
+    if jobs <= 1:
+        Sandbox.prepare(config)  # the fork server outlives this call: keep it out of the sweep
     baseline = frozenset(descendants())
     todo: queue.Queue = queue.Queue()
-    for student in sorted(submissions):
-        todo.put(student)
-    results: dict[str, SubmissionResult] = {}
+    for i in range(len(items)):
+        todo.put(i)
+    results: dict[int, SubmissionResult] = {}
     lock = threading.Lock()
     cfg = {f.name: getattr(config, f.name) for f in fields(config)}
 
-    def drive() -> None:
+    def report(res: SubmissionResult) -> None:
+        if progress:
+            print(f"  {res.student}: {res.total:g}/{res.max_total:g}  {res.status}  ({res.duration:.1f} s)", flush=True)
+
+    def drive(slot: int) -> None:
         worker: _Worker | None = None
         try:
             while True:
                 try:
-                    student = todo.get_nowait()
+                    i = todo.get_nowait()
                 except queue.Empty:
                     return
-                job = {"assignment": str(assignment.origin or assignment.directory),
-                       "student": student, "config": cfg, "seed": seed,
-                       "notebooks": {k: (str(v) if v else None) for k, v in submissions[student].items()}}
+                assignment, student, notebooks = items[i]
+                job = {"assignment": str(assignment.origin or assignment.directory), "student": student,
+                       "config": cfg, "seed": seed,
+                       "notebooks": {k: (str(v) if v else None) for k, v in notebooks.items()}}
                 try:
                     if worker is None:
-                        worker = _Worker()
+                        worker = _Worker(slot)
                     reply = worker.run(job)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
@@ -171,34 +204,36 @@ def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | 
                         worker.close()
                     worker = None
                 with lock:
-                    results[student] = res
-                    if progress:
-                        print(f"  {student}: {res.total:g}/{res.max_total:g}  {res.status}  ({res.duration:.1f} s)",
-                              flush=True)
+                    results[i] = res
+                    report(res)
         finally:
             if worker is not None:
                 worker.close()
 
     if jobs <= 1:
-        # in this process (it is the trusted grader; sandboxes are still subprocesses)
-        for student in sorted(submissions):
+        for i, (assignment, student, notebooks) in enumerate(items):
             try:
-                res = grade_submission(assignment, student, submissions[student], config=config, seed=seed)
+                res = grade_submission(assignment, student, notebooks, config=config, seed=seed)
             except Exception as exc:  # noqa: BLE001 - record a row whatever happens
                 res = _error_result(assignment, student, f"internal grader error: {exc}")
             kill_descendants(baseline)
-            results[student] = res
-            if progress:
-                print(f"  {student}: {res.total:g}/{res.max_total:g}  {res.status}  ({res.duration:.1f} s)",
-                      flush=True)
+            results[i] = res
+            report(res)
     else:
-        threads = [threading.Thread(target=drive) for _ in range(min(jobs, len(submissions) or 1))]
+        threads = [threading.Thread(target=drive, args=(k,)) for k in range(min(jobs, len(items) or 1))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     kill_descendants(baseline)  # nothing the learners started outlives grading
-    return [results[s] for s in sorted(results)]
+    return [results[i] for i in range(len(items))]
+
+
+def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | None]], *, jobs: int,
+                config: SandboxConfig, seed: int | None = None, progress: bool = True) -> list[SubmissionResult]:
+    """Grade every learner's submission of one assignment; results sorted by learner."""
+    items = [(assignment, student, submissions[student]) for student in sorted(submissions)]
+    return grade_many(items, jobs=jobs, config=config, seed=seed, progress=progress)
 
 
 def check_notebook(path: str | Path, assignment: str | None = None, config: SandboxConfig | None = None) -> int:

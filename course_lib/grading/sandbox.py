@@ -38,6 +38,10 @@ __all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "set_chi
            "descendants", "kill_descendants"]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_DUMPABLE = 4
+#: Environment variable through which ``course-grade --jobs N`` gives each worker its own
+#: unprivileged uid for its sandboxes (root mode).
+SANDBOX_UID_ENV = "COURSE_GRADE_SANDBOX_UID"
 
 
 @dataclass
@@ -101,6 +105,15 @@ def set_child_subreaper() -> bool:
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def make_undumpable() -> None:
+    """Forbid ptrace / ``/proc/PID/mem`` access to this process by same-uid processes
+    (useful when the grader does not run as root and sandboxes share its uid)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _process_table() -> dict[int, tuple[int, str]]:
@@ -281,10 +294,15 @@ def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, start
     return server
 
 
+def fork_server_pids() -> set[int]:
+    """Pids of this process's fork servers (long-lived; not learner processes)."""
+    return {srv.proc.pid for key, srv in _FORK_SERVERS.items() if key[0] == os.getpid() and srv.alive}
+
+
 def _scrubbed_env(home: str, threads: int) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
             "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-            "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home}
+            "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "COURSE_GRADING": "1"}
 
 
 class Sandbox:
@@ -324,6 +342,9 @@ class Sandbox:
         if os.geteuid() != 0 or cfg.drop_privileges == "never":
             return "none", None, None
         uid, gid = _user_ids(cfg.user)
+        slot_uid = os.environ.get(SANDBOX_UID_ENV, "")
+        if slot_uid.isdigit():  # parallel workers: one uid each, so sandboxes cannot ptrace each other
+            uid = gid = int(slot_uid)
         if cfg.drop_privileges == "spawn" or (cfg.drop_privileges == "auto" and _can_spawn_as(cfg.user)):
             return "spawn", uid, gid
         return "late", uid, gid

@@ -16,13 +16,16 @@ from pathlib import Path
 
 from course_lib.grading.notebook import Assignment
 from course_lib.grading.runner import grade_submission
-from course_lib.grading.sandbox import SandboxConfig, kill_descendants, set_child_subreaper
+from course_lib.grading.sandbox import (SandboxConfig, fork_server_pids, kill_descendants, make_undumpable,
+                                        set_child_subreaper)
 
 __all__ = ["main"]
 
 
 def main() -> None:
     set_child_subreaper()
+    if os.geteuid() != 0:
+        make_undumpable()  # sandboxes share our uid: keep them from ptracing the grader
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -48,7 +51,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - reported as a grader error row
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
-            kill_descendants()
+            kill_descendants(fork_server_pids())  # everything but the fork server
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -24,15 +24,6 @@ def gaussian_weights(queries, keys, width=1.0):
         "fails": ["test_gaussian_weights"],
         "may_fail": ["test_nadaraya_watson"],
     },
-    "width_not_squared": {
-        "replace": {"gaussian_weights": '''
-def gaussian_weights(queries, keys, width=1.0):
-    diffs = queries[:, None] - keys[None, :]
-    return torch.softmax(-diffs**2 / (2 * width), dim=-1)
-'''},
-        "fails": ["test_gaussian_weights"],
-        "may_fail": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
-    },
     "exp_over_sum_underflows": {
         "replace": {"gaussian_weights": '''
 def gaussian_weights(queries, keys, width=1.0):
@@ -48,14 +39,6 @@ def nadaraya_watson(queries, keys, values, width=1.0):
     return values.mean(dim=0).expand(queries.shape[0], *values.shape[1:])  # average pooling
 '''},
         "fails": ["test_nadaraya_watson"],
-    },
-    "prediction_transposed_weights": {
-        "replace": {"nadaraya_watson": '''
-def nadaraya_watson(queries, keys, values, width=1.0):
-    weights = gaussian_weights(keys, queries, width)  # (K, Q): queries and keys swapped
-    return weights.T @ values
-'''},
-        "fails": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
     },
     "epanechnikov_not_clamped": {
         "replace": {"kernels": '''

@@ -117,19 +117,6 @@ def merge_heads(x):
 ''')},
         "fails": ["test_mha_public", "test_mha_padding"],
     },
-    "softmax_over_queries": {
-        "replace": {"multihead_attention": _mha('''
-        q = split_heads(self.q_proj(query), self.num_heads)
-        k = split_heads(self.k_proj(key), self.num_heads)
-        v = split_heads(self.v_proj(value), self.num_heads)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-        self.attention_weights = torch.nan_to_num(torch.softmax(scores, dim=-2))  # over the queries
-        return self.out_proj(merge_heads(self.attention_weights @ v))
-''')},
-        "fails": ["test_mha_public"] + _MHA_FAILS,
-    },
     "renamed_parameters": {
         "replace": {"multihead_attention": '''
 class MultiHeadAttention(nn.Module):

@@ -49,13 +49,6 @@ MISTAKES = {
         "fails": ["test_encoding"],
         "may_fail": ["test_module"],
     },
-    "exponent_uses_column_index": {
-        # 10000^(2j/E) with j the column index (0, 2, 4, ... doubled again)
-        "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles[:, : embed_dim // 2])",
-                                                  exponent="2 * torch.arange(0, embed_dim, 2, dtype=torch.float64)")},
-        "fails": ["test_encoding"],
-        "may_fail": ["test_module"],
-    },
     "odd_embed_dim_forgotten": {
         "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles)")},
         "fails": ["test_encoding"],
@@ -88,18 +81,6 @@ def shift_matrix(shift, embed_dim):
         c, s = math.cos(angle), math.sin(angle)
         matrix[2 * i, 2 * i], matrix[2 * i, 2 * i + 1] = c, -s  # the rotation the other way
         matrix[2 * i + 1, 2 * i], matrix[2 * i + 1, 2 * i + 1] = s, c
-    return matrix
-'''},
-        "fails": ["test_shift_public", "test_shift"],
-    },
-    "shift_same_frequency_for_all_pairs": {
-        "replace": {"shift_matrix": '''
-def shift_matrix(shift, embed_dim):
-    matrix = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
-    c, s = math.cos(shift), math.sin(shift)  # every pair rotated as if its frequency were 1
-    for i in range(embed_dim // 2):
-        matrix[2 * i, 2 * i], matrix[2 * i, 2 * i + 1] = c, s
-        matrix[2 * i + 1, 2 * i], matrix[2 * i + 1, 2 * i + 1] = -s, c
     return matrix
 '''},
         "fails": ["test_shift_public", "test_shift"],

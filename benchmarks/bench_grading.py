@@ -1,0 +1,128 @@
+"""Benchmark: grade 30 submissions of lesson03_scoring with course-grade (and nbgrader autograde).
+
+    .venv/bin/python benchmarks/bench_grading.py [--jobs 2] [--n 30] [--no-nbgrader]
+
+The class: a third correct solutions, a sixth released stubs, the rest the typical
+mistakes of ``solutions/lesson03_scoring/mistakes.py`` in turn. Prints the wall time of
+``course-grade --jobs N`` (worker start-up included) and the time per submission; then,
+unless ``--no-nbgrader``, the same 30 notebooks with ``nbgrader autograde`` in a temporary
+course directory (for reference: nbgrader runs each notebook in a fresh Jupyter kernel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from course_lib.grading import cli  # noqa: E402
+from course_lib.grading.testing import load_mistakes, variant, write_notebook  # noqa: E402
+
+ASSIGNMENT = "lesson03_scoring"
+SOLUTION = ROOT / "solutions" / ASSIGNMENT / "scoring.ipynb"
+STUB = ROOT / "exercises" / ASSIGNMENT / "scoring.ipynb"
+
+
+def build_class(folder: Path, n: int) -> dict[str, str]:
+    """Write n submissions as folder/<student>/scoring.ipynb; returns student -> kind."""
+    mistakes = list(load_mistakes(SOLUTION.parent).items())
+    kinds = {}
+    for i in range(n):
+        student = f"learner{i:02d}"
+        if i % 3 == 0:
+            nb, kind = variant(SOLUTION), "solution"
+        elif i % 6 == 1:
+            nb, kind = variant(STUB), "stub"
+        else:
+            name, spec = mistakes[i % len(mistakes)]
+            nb, kind = variant(SOLUTION, replace=spec["replace"]), f"mistake:{name}"
+        write_notebook(nb, folder / student / "scoring.ipynb")
+        kinds[student] = kind
+    return kinds
+
+
+def run_course_grade(folder: Path, out: Path, jobs: int) -> tuple[float, list[dict]]:
+    start = time.perf_counter()
+    code = cli.main(["grade", ASSIGNMENT, str(folder), "--out", str(out), "--jobs", str(jobs), "--quiet"])
+    wall = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"course-grade failed with {code}")
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    return wall, rows
+
+
+def run_nbgrader(folder: Path, jobs: int) -> float | None:
+    """nbgrader autograde of the same notebooks in a temporary course (db in the temp dir)."""
+    nbgrader = Path(sys.executable).with_name("nbgrader")
+    if not nbgrader.exists():
+        print("nbgrader not found; skipped")
+        return None
+    course = Path(tempfile.mkdtemp(prefix="bench-nbgrader-"))
+    try:
+        (course / "source" / ASSIGNMENT).mkdir(parents=True)
+        shutil.copy(SOLUTION, course / "source" / ASSIGNMENT / "scoring.ipynb")
+        (course / "nbgrader_config.py").write_text(
+            "c = get_config()\n"
+            f"c.CourseDirectory.root = {str(course)!r}\n"
+            f"c.CourseDirectory.db_url = 'sqlite:///{course}/gradebook.db'\n"
+            "c.ExecutePreprocessor.timeout = 120\n")
+        for student_dir in sorted(folder.iterdir()):
+            dest = course / "submitted" / student_dir.name / ASSIGNMENT
+            dest.mkdir(parents=True)
+            shutil.copy(student_dir / "scoring.ipynb", dest / "scoring.ipynb")
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE",
+                   PATH=f"{nbgrader.parent}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader runs alembic
+        gen = subprocess.run([str(nbgrader), "generate_assignment", ASSIGNMENT, "--force"], cwd=course, env=env,
+                             capture_output=True, text=True)
+        if gen.returncode != 0:
+            print("nbgrader generate_assignment failed:", gen.stderr[-1500:])
+            return None
+        start = time.perf_counter()
+        res = subprocess.run([str(nbgrader), "autograde", ASSIGNMENT, "--create", "--force"], cwd=course, env=env,
+                             capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if res.returncode != 0:
+            print("nbgrader autograde exited with", res.returncode, res.stderr[-500:])
+        return wall
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--n", type=int, default=30)
+    parser.add_argument("--no-nbgrader", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        folder, out = Path(tmp) / "submitted", Path(tmp) / "grades"
+        kinds = build_class(folder, args.n)
+        wall, rows = run_course_grade(folder, out, args.jobs)
+        totals = {r["student"]: float(r["total"]) for r in rows}
+        full = max(float(r["max"]) for r in rows)
+        ok = all((totals[s] == full) == (k == "solution") and (totals[s] == 0) == (k == "stub") or k.startswith("mistake")
+                 for s, k in kinds.items())
+        wrong_full = [s for s, k in kinds.items() if k.startswith("mistake") and totals[s] >= full]
+        print(f"course-grade: {args.n} submissions, --jobs {args.jobs}: {wall:.1f} s wall "
+              f"({wall / args.n:.2f} s per submission, {wall * args.jobs / args.n:.2f} s per submission per job); "
+              f"load average {os.getloadavg()[0]:.1f}")
+        print(f"  solutions full marks, stubs zero: {ok}; mistakes with full marks: {wrong_full or 'none'}")
+        if not args.no_nbgrader:
+            nb_wall = run_nbgrader(folder, args.jobs)
+            if nb_wall is not None:
+                print(f"nbgrader autograde (serial, one kernel per notebook): {nb_wall:.1f} s wall "
+                      f"({nb_wall / args.n:.2f} s per submission)")
+
+
+if __name__ == "__main__":
+    main()

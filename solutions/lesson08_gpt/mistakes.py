@@ -1,0 +1,145 @@
+"""Typical mistakes for lesson08_gpt, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+"""
+
+_ATTENTION_INIT = '''
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, dropout=0.0):
+        super().__init__()
+        self.n_embd, self.n_head = n_embd, n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(dropout)
+'''
+
+_STEP_HEAD = '''
+def cached_attention_step(attn, x, past_keys, past_values):
+    B, T, E = x.shape
+    H, D = attn.n_head, E // attn.n_head
+    q, k, v = attn.c_attn(x).split(E, dim=2)
+    q = q.reshape(B, T, H, D).transpose(1, 2)
+    k = k.reshape(B, T, H, D).transpose(1, 2)
+    v = v.reshape(B, T, H, D).transpose(1, 2)
+'''
+
+_PROBS_HEAD = '''
+def next_token_probs(logits, temperature=1.0, top_k=None):
+'''
+
+
+MISTAKES = {
+    "no_causal_mask": {
+        "replace": {"causal_attention": _ATTENTION_INIT + '''
+    def forward(self, x):
+        B, T, E = x.shape
+        H, D = self.n_head, E // self.n_head
+        q, k, v = self.c_attn(x).split(E, dim=2)
+        q = q.reshape(B, T, H, D).transpose(1, 2)
+        k = k.reshape(B, T, H, D).transpose(1, 2)
+        v = v.reshape(B, T, H, D).transpose(1, 2)
+        weights = self.attn_dropout(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1))
+        return self.c_proj((weights @ v).transpose(1, 2).reshape(B, T, E))
+'''},
+        "fails": ["test_causal_attention_public", "test_causal_attention"],
+    },
+    "scrambled_head_reshape": {
+        # (B, T, E) viewed directly as (B, H, T, D): heads mix positions and features
+        "replace": {"causal_attention": _ATTENTION_INIT + '''
+    def forward(self, x):
+        B, T, E = x.shape
+        H, D = self.n_head, E // self.n_head
+        q, k, v = self.c_attn(x).split(E, dim=2)
+        q, k, v = (t.reshape(B, H, T, D) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+        future = ~torch.tril(torch.ones(T, T, dtype=torch.bool))
+        weights = self.attn_dropout(torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1))
+        return self.c_proj((weights @ v).reshape(B, T, E))
+'''},
+        "fails": ["test_causal_attention"],
+        "may_fail": ["test_causal_attention_public"],
+    },
+    "top_k_keeps_k_plus_one": {
+        "replace": {"next_token_probs": _PROBS_HEAD + '''
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        threshold = torch.topk(logits, min(top_k + 1, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < threshold, float("-inf"))  # keeps k + 1 tokens
+    return torch.softmax(logits, dim=-1)
+'''},
+        "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "may_fail": ["test_sampling_public"],
+    },
+    "temperature_multiplies": {
+        "replace": {"next_token_probs": _PROBS_HEAD + '''
+    logits = logits * temperature  # sharpens when it should flatten
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+'''},
+        "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+    },
+    "top_k_after_softmax_not_renormalised": {
+        "replace": {"next_token_probs": _PROBS_HEAD + '''
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = torch.topk(probs, top_k, dim=-1).values[:, -1:]
+        probs = probs.masked_fill(probs < kth_largest, 0.0)  # rows no longer sum to one
+    return probs
+'''},
+        "fails": ["test_next_token_probs_public", "test_next_token_probs"],
+    },
+    "top_k_filter_with_zero_logits": {
+        # 0 is not -inf: the filtered tokens keep probability exp(0) / Z
+        "replace": {"next_token_probs": _PROBS_HEAD + '''
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_largest, 0.0)
+    return torch.softmax(logits, dim=-1)
+'''},
+        "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "may_fail": ["test_sampling_public"],
+    },
+    "sampling_ignores_top_k": {
+        "replace": {"sample_next_token": '''
+def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
+    probs = next_token_probs(logits, temperature)  # top_k not passed on
+    return torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]
+'''},
+        "fails": ["test_sampling_public", "test_sampling"],
+    },
+    "cache_with_top_left_causal_mask": {
+        # F.scaled_dot_product_attention's is_causal aligns the mask to the top-left corner
+        "replace": {"cached_step": _STEP_HEAD + '''
+    keys = torch.cat([past_keys, k], dim=2)
+    values = torch.cat([past_values, v], dim=2)
+    y = torch.nn.functional.scaled_dot_product_attention(q, keys, values, is_causal=True)
+    return attn.c_proj(y.transpose(1, 2).reshape(B, T, E)), keys, values
+'''},
+        "fails": ["test_kv_cache"],
+    },
+    "cache_forgets_the_past": {
+        "replace": {"cached_step": _STEP_HEAD + '''
+    keys = torch.cat([past_keys, k], dim=2)
+    values = torch.cat([past_values, v], dim=2)
+    # attends only to the new positions: the cache is stored but never used
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+    future = ~torch.tril(torch.ones(T, T, dtype=torch.bool))
+    weights = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    return attn.c_proj((weights @ v).transpose(1, 2).reshape(B, T, E)), keys, values
+'''},
+        "fails": ["test_kv_cache"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_HALVES = "a"
+ANSWER_MASK_PERCENT = 15
+ANSWER_UNCHANGED = 100
+'''},
+        "fails": ["test_answer_halves", "test_answer_mask_percent", "test_answer_unchanged"],
+    },
+}
