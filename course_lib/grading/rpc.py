@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -382,7 +381,3 @@ class _ModuleName:
 
     def __init__(self, name: str) -> None:
         self.name = name
-
-
-def wait_until(deadline: float) -> bool:
-    return time.monotonic() < deadline

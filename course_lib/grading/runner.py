@@ -213,7 +213,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             session.start()
         except SandboxDied as exc:
             result.notes.append(str(exc))
-            session.close()
+            if session is not None:
+                session.close()
             session = None
         for step in plan.steps:
             over_budget = time.monotonic() - start > config.submission_timeout

@@ -355,15 +355,15 @@ class Sandbox:
         cfg = self.config
         self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")
         mode, run_uid, run_gid = self._mode(cfg)
-        if run_uid is not None:
+        if run_uid is not None and run_gid is not None:
             os.chown(self.tmpdir, run_uid, run_gid)
         os.chmod(self.tmpdir, 0o700)
         self.privilege_mode = mode
         home = os.path.join(self.tmpdir, "home")
         os.mkdir(home)
-        if run_uid is not None:
+        if run_uid is not None and run_gid is not None:
             os.chown(home, run_uid, run_gid)
-        job = {
+        job: dict[str, Any] = {
             "memory_bytes": cfg.memory_bytes, "file_size_bytes": cfg.file_size_bytes,
             "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": [_project_root()],
             "drop": mode, "uid": run_uid, "gid": run_gid,
@@ -372,7 +372,7 @@ class Sandbox:
         }
         log_path = os.path.join(self.tmpdir, "sandbox.log")
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if run_uid is not None:
+        if run_uid is not None and run_gid is not None:
             os.fchown(log_fd, run_uid, run_gid)
         try:
             server = None

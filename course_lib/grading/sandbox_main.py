@@ -439,7 +439,7 @@ def zygote() -> None:
         elif req.get("op") == "wait":
             import time
             deadline = time.monotonic() + float(req.get("timeout", 0))
-            code = None
+            code: int | str | None = None
             while True:
                 try:
                     done, status = os.waitpid(int(req["pid"]), os.WNOHANG)

@@ -33,13 +33,14 @@ def variant(source: str | Path | dict, *, replace: dict[str, str] | None = None,
         strip_metadata: remove all cell metadata (as some editors do).
     """
     nb = copy.deepcopy(source) if isinstance(source, dict) else json.loads(Path(source).read_text("utf-8"))
-    replace, append, drop = replace or {}, append or {}, set(drop or [])
-    known = set()
+    replace, append = replace or {}, append or {}
+    dropped = set(drop or [])
+    known: set[str | None] = set()
     cells = []
     for cell in nb["cells"]:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         known.add(gid)
-        if gid in drop:
+        if gid in dropped:
             continue
         if gid in replace:
             cell["source"] = replace[gid].strip("\n")
@@ -49,7 +50,7 @@ def variant(source: str | Path | dict, *, replace: dict[str, str] | None = None,
         if strip_metadata:
             cell["metadata"] = {}
         cells.append(cell)
-    missing = (set(replace) | set(append) | drop) - known
+    missing = (set(replace) | set(append) | dropped) - known
     if missing:
         raise KeyError(f"no cell with grade_id {sorted(missing)}")
     nb["cells"] = cells

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from course_lib.grading.notebook import Assignment
 from course_lib.grading.runner import grade_submission
@@ -39,6 +40,7 @@ def main() -> None:
         if not line.strip():
             continue
         job = json.loads(line)
+        reply: dict[str, Any]
         try:
             path = job["assignment"]
             if path not in assignments:
