@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from course_lib.grading import cli
+from course_lib.grading.sandbox import descendants
 from course_lib.grading.testing import variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,17 +154,16 @@ def _class_folder(base: Path, out: Path, report: str) -> Path:
 
 
 def _sandbox_processes() -> list[int]:
-    """Live sandbox processes (each names itself "course-sandbox"; the zygote is "course-zygote")."""
+    """Live sandbox processes (each names itself "course-sandbox") among our descendants:
+    orphans are re-parented to the grader (a child subreaper), i.e. to this process."""
     pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                comm = Path(f"/proc/{entry}/comm").read_text().strip()
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if comm == "course-sandbox" and state != "Z":
-                pids.append(int(entry))
+    for pid, state in descendants().items():
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == "course-sandbox" and state != "Z":
+            pids.append(pid)
     return pids
 
 
