@@ -38,6 +38,14 @@ __all__ = [
 ]
 
 
+def _figure_of(ax: Axes) -> Figure:
+    """The top-level Figure that holds ``ax`` (also when ``ax`` sits in a SubFigure)."""
+    fig = ax.get_figure(root=True)
+    if not isinstance(fig, Figure):
+        raise ValueError("ax is not attached to a matplotlib Figure")
+    return fig
+
+
 def _to_numpy(x: Any, name: str) -> np.ndarray:
     """A float numpy copy of a tensor or array-like (tensors are detached and moved to CPU)."""
     if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
@@ -150,7 +158,7 @@ def attention_heatmap(
         size = figsize or (max(3.0, 0.45 * num_k + 1.8), max(2.5, 0.4 * num_q + 1.2))
         fig, ax = plt.subplots(figsize=size, layout="constrained")
     else:
-        fig = ax.figure
+        fig = _figure_of(ax)
     image = _draw_heatmap(ax, w, query_labels=q_labels, key_labels=k_labels, cmap=cmap, vmin=lo, vmax=hi,
                           annotate=annotate, fmt=fmt, xlabel=xlabel, ylabel=ylabel)
     if title:
@@ -293,7 +301,7 @@ def positional_encoding_plot(
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     else:
-        fig = ax.figure
+        fig = _figure_of(ax)
     positions = np.arange(num_pos)
     for c in columns:
         ax.plot(positions, t[:, c], label=f"col {c}")
@@ -338,7 +346,7 @@ def positional_encoding_heatmap(
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     else:
-        fig = ax.figure
+        fig = _figure_of(ax)
     finite = np.abs(t[np.isfinite(t)])
     bound = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     image = ax.imshow(t, cmap=cmap, vmin=-bound, vmax=bound, aspect="auto", interpolation="nearest")
@@ -406,7 +414,7 @@ def plot_kernel_regression(
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     else:
-        fig = ax.figure
+        fig = _figure_of(ax)
     ax.plot(xs, ys, "o", alpha=0.5, markersize=4, label="training data")
     ax.plot(xt, yt, "-", color="black", label="truth")
     for name, p in curves.items():
@@ -456,7 +464,7 @@ def plot_curves(
     if ax is None:
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     else:
-        fig = ax.figure
+        fig = _figure_of(ax)
     for name, v in values.items():
         ax.plot(np.arange(1, len(v) + 1), v, marker="o" if len(v) <= 30 else None, markersize=3, label=name)
     ax.set_xlabel(xlabel)

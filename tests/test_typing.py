@@ -1,0 +1,17 @@
+"""course_lib ships a py.typed marker: its annotations must hold up under mypy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_course_lib_type_checks() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", "/dev/null", "course_lib"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, f"mypy found problems:\n{result.stdout}{result.stderr}"
