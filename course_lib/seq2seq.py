@@ -298,7 +298,9 @@ class BahdanauDecoder(nn.Module):
         for t in range(tokens.shape[1]):
             query = hidden[-1].unsqueeze(1)  # (B, 1, h)
             context = self.attend(query, state)  # (B, 1, h)
-            weights.append(self.attention.attention_weights.detach())  # (B, 1, S)
+            step_weights = self.attention.attention_weights
+            assert step_weights is not None  # set by attend()
+            weights.append(step_weights.detach())  # (B, 1, S)
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + h)
             out, hidden = self.rnn(step_in, hidden)  # (B, 1, h)
             outputs.append(out)
@@ -412,6 +414,8 @@ class Seq2Seq(_EncoderDecoder):
         torch.Size([1, 3, 12])
     """
 
+    decoder: GRUDecoder
+
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__(config)
         self.decoder = GRUDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
@@ -437,6 +441,8 @@ class AttentionSeq2Seq(_EncoderDecoder):
         ``last_attention_weights`` holds that step's (B, S) weights.
     """
 
+    decoder: BahdanauDecoder
+
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__(config)
         self.decoder = BahdanauDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
@@ -457,5 +463,7 @@ class AttentionSeq2Seq(_EncoderDecoder):
     def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState
                     ) -> tuple[Tensor, Seq2SeqState | AttentionState]:
         logits, state = super().decode_step(prev_tokens, state)
-        self.last_attention_weights = self.decoder.attention_weights[:, 0]  # (B, S)
+        step_weights = self.decoder.attention_weights
+        assert step_weights is not None  # set by the decoder's forward
+        self.last_attention_weights = step_weights[:, 0]  # (B, S)
         return logits, state
