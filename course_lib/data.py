@@ -30,7 +30,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -53,6 +53,7 @@ __all__ = [
     "TranslationDataset",
     "collate_translation",
     "build_vocabs",
+    "BucketSampler",
     "make_translation_loader",
     "LMWindows",
     "make_lm_loader",
@@ -522,6 +523,41 @@ def build_vocabs(
     return Vocab(src, min_freq=min_freq), Vocab(tgt, min_freq=min_freq)
 
 
+class BucketSampler:
+    """Batches of sentences of similar length, in a new random order every epoch.
+
+    Random batches of sentences of mixed length are mostly padding. This sampler shuffles
+    the indices, sorts each pool of ``pool * batch_size`` of them by length, cuts the pool
+    into batches and shuffles the batches: batches stay random, but their sentences have
+    similar lengths, so dynamic padding wastes little.
+
+    Args:
+        lengths: length of each example (e.g. max(source, target + 1) tokens).
+        batch_size: examples per batch (>= 1).
+        seed: seeds the generator; the same seed gives the same batches, epoch after epoch.
+        pool: how many batches' worth of examples are sorted together.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, pool: int = 50) -> None:
+        if batch_size < 1 or pool < 1:
+            raise ValueError(f"batch_size and pool must be >= 1, got {batch_size} and {pool}")
+        self.lengths, self.batch_size, self.pool = list(lengths), batch_size, pool
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = torch.randperm(len(self.lengths), generator=self.generator).tolist()
+        size = self.pool * self.batch_size
+        batches: list[list[int]] = []
+        for start in range(0, len(order), size):
+            chunk = sorted(order[start:start + size], key=lambda i: self.lengths[i])
+            batches += [chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+        shuffled = torch.randperm(len(batches), generator=self.generator).tolist()
+        return iter([batches[i] for i in shuffled])
+
+
 def make_translation_loader(
     pairs: Sequence[Pair],
     src_vocab: Vocab,
@@ -534,6 +570,7 @@ def make_translation_loader(
     seed: int = 0,
     drop_last: bool = False,
     tokenizer: Callable[[str], list[str]] = tokenize,
+    bucket: bool = False,
 ) -> DataLoader:
     """A ``DataLoader`` of ``Seq2SeqBatch`` for encoder-decoder training.
 
@@ -549,6 +586,9 @@ def make_translation_loader(
         seed: seeds the shuffling generator; the same seed gives the same batches.
         drop_last: drop a final incomplete batch.
         tokenizer: used for string pairs.
+        bucket: group sentences of similar length into each batch (:class:`BucketSampler`;
+            with dynamic padding this removes most ``<pad>`` positions). Implies shuffling;
+            ``drop_last`` must be False.
 
     Returns:
         A ``DataLoader`` whose batches are ``Seq2SeqBatch`` (src (B, S), tgt_in (B, L) ...).
@@ -567,6 +607,11 @@ def make_translation_loader(
             items, pad_id=tgt_vocab.pad, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, length=length
         )
 
+    if bucket:
+        if drop_last:
+            raise ValueError("bucket=True keeps every sentence: drop_last must be False")
+        lengths = [max(len(src), len(tgt) + 1) for src, tgt in dataset.items]
+        return DataLoader(dataset, batch_sampler=BucketSampler(lengths, batch_size, seed), collate_fn=collate)
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(
         dataset,

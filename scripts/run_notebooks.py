@@ -43,8 +43,6 @@ def normalize(nb: nbformat.NotebookNode) -> None:
 def run(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    env_threads = os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    del env_threads
     NotebookClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
@@ -55,6 +53,8 @@ def run(path: Path, timeout: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Kernels inherit this: busy-waiting OpenMP threads slow torch badly on a shared 2-core machine.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--timeout", type=int, default=300, help="per-cell timeout in seconds")

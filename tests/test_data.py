@@ -368,3 +368,39 @@ def test_fixed_length_batches_match_d2l_mtfraeng():
         else:  # too long: D2L loses <eos>, we keep it
             assert "<eos>" not in d2l_src and ours_src[-1] == "<eos>"
             assert ours_src[:-1] == d2l_src[:-1]
+
+
+def test_bucket_sampler_groups_lengths_covers_every_index_and_repeats_with_seed() -> None:
+    from course_lib.data import BucketSampler
+
+    lengths = [(i * 7919) % 23 + 1 for i in range(1000)]
+    sampler = BucketSampler(lengths, batch_size=16, seed=3, pool=10)
+    epoch = list(sampler)
+    assert len(epoch) == len(sampler) == 63
+    assert sorted(i for batch in epoch for i in batch) == list(range(1000))
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in epoch) / len(epoch)
+    assert spread < 3, f"bucketed batches should have similar lengths, mean spread {spread:.1f}"
+    assert list(sampler) != epoch  # a new order every epoch
+    assert list(BucketSampler(lengths, batch_size=16, seed=3, pool=10)) == epoch  # same seed, same batches
+    with pytest.raises(ValueError, match="batch_size"):
+        BucketSampler(lengths, batch_size=0)
+
+
+def test_bucketed_loader_pads_less_and_keeps_every_pair() -> None:
+    pairs = [(" ".join(["a"] * (1 + i % 15)), " ".join(["b"] * (1 + (i * 3) % 15))) for i in range(400)]
+    src_vocab, tgt_vocab = build_vocabs(pairs)
+
+    def pad_share(loader) -> tuple[float, int]:
+        real = total = count = 0
+        for batch in loader:
+            real += int(batch.src_valid_lens.sum() + batch.tgt_valid_lens.sum())
+            total += batch.src.numel() + batch.tgt_out.numel()
+            count += batch.src.shape[0]
+        return 1 - real / total, count
+
+    plain, n_plain = pad_share(make_translation_loader(pairs, src_vocab, tgt_vocab, 32, seed=0))
+    bucketed, n_bucketed = pad_share(make_translation_loader(pairs, src_vocab, tgt_vocab, 32, seed=0, bucket=True))
+    assert n_plain == n_bucketed == 400
+    assert bucketed < plain / 2
+    with pytest.raises(ValueError, match="drop_last"):
+        make_translation_loader(pairs, src_vocab, tgt_vocab, 32, bucket=True, drop_last=True)
