@@ -20,6 +20,7 @@ from course_lib import (
     multihead,
     pooling,
     positional,
+    printing,
     scoring,
     seq2seq,
     training,
@@ -48,8 +49,9 @@ from course_lib.fra_eng import *  # noqa: F401,F403
 from course_lib.training import *  # noqa: F401,F403
 from course_lib.decoding import *  # noqa: F401,F403
 from course_lib.metrics import *  # noqa: F401,F403
+from course_lib.printing import *  # noqa: F401,F403
 
-_MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, data, corpus, fra_eng, training, decoding, metrics]
+_MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, data, corpus, fra_eng, training, decoding, metrics, printing]
 
 # Plotting pulls in matplotlib.pyplot (slow to import, and not needed by the autograder's
 # sandbox), so ``course_lib.plots`` and its functions load on first use.

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Portability check: run the lesson notebooks under nbval with settings that change
+# floating-point results on one machine (thread counts, MKL and ATen code paths), so that a
+# committed output that only holds on the machine that made it is caught here, not on a
+# learner's laptop.
+#
+#   bash scripts/check_portability.sh                 # every setting, every notebook
+#   bash scripts/check_portability.sh threads1 avx2   # some settings
+#   NOTEBOOKS="notebooks/03_*.ipynb" bash scripts/check_portability.sh
+#
+# Settings (name: environment):
+#   default      : none (the machine's own thread count and vector unit)
+#   threads1     : OMP_NUM_THREADS=1
+#   threads2     : OMP_NUM_THREADS=2
+#   threads4     : OMP_NUM_THREADS=4
+#   mkl_avx2     : MKL_CBWR=AVX2         (only where the CPU has AVX2)
+#   mkl_avx512   : MKL_CBWR=AVX512       (only where the CPU has AVX-512)
+#   mkl_compat   : MKL_CBWR=COMPATIBLE
+#   aten_avx2    : ATEN_CPU_CAPABILITY=avx2   (only where the CPU has AVX2)
+#   aten_default : ATEN_CPU_CAPABILITY=default (no vector kernels at all)
+# Prints one line per setting and exits non-zero if any setting fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+NOTEBOOKS=${NOTEBOOKS:-notebooks/*.ipynb}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+has() { [[ " $flags " == *" $1 "* ]]; }
+
+env_of() {
+  case "$1" in
+    default) echo "" ;;
+    threads1) echo "OMP_NUM_THREADS=1" ;;
+    threads2) echo "OMP_NUM_THREADS=2" ;;
+    threads4) echo "OMP_NUM_THREADS=4" ;;
+    mkl_avx2) has avx2 && echo "MKL_CBWR=AVX2" || echo "SKIP" ;;
+    mkl_avx512) has avx512f && echo "MKL_CBWR=AVX512" || echo "SKIP" ;;
+    mkl_compat) echo "MKL_CBWR=COMPATIBLE" ;;
+    aten_avx2) has avx2 && echo "ATEN_CPU_CAPABILITY=avx2" || echo "SKIP" ;;
+    aten_default) echo "ATEN_CPU_CAPABILITY=default" ;;
+    *) echo "BAD" ;;
+  esac
+}
+
+all=(default threads1 threads2 threads4 mkl_avx2 mkl_avx512 mkl_compat aten_avx2 aten_default)
+settings=("$@")
+[ ${#settings[@]} -eq 0 ] && settings=("${all[@]}")
+
+failed=0
+summary=()
+for s in "${settings[@]}"; do
+  e=$(env_of "$s")
+  if [ "$e" = "BAD" ]; then echo "unknown setting '$s'; choose from: ${all[*]}" >&2; exit 2; fi
+  if [ "$e" = "SKIP" ]; then summary+=("$s: skipped (this CPU lacks the instruction set)"); continue; fi
+  echo "=== portability setting $s: ${e:-(machine default)}"
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  if env $e "$PY" -m pytest -q -p no:cacheprovider $NOTEBOOKS; then
+    summary+=("$s: passed in $(( $(date +%s) - start )) s")
+  else
+    summary+=("$s: FAILED (${e})")
+    failed=1
+  fi
+done
+echo "=== portability summary"
+printf '%s\n' "${summary[@]}"
+exit $failed
