@@ -12,6 +12,7 @@ work for all of them and for the small fake models of the tests.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
@@ -25,6 +26,7 @@ __all__ = [
     "beam_search",
     "beam_search_batch",
     "sequence_log_prob",
+    "position_limit",
     "translate",
 ]
 
@@ -71,6 +73,40 @@ def _check_src(src: Tensor, src_valid_lens: Tensor) -> None:
     if src_valid_lens.shape != (src.shape[0],):
         raise ValueError(
             f"src_valid_lens must have shape (B,) = ({src.shape[0]},), got {tuple(src_valid_lens.shape)}"
+        )
+
+
+def position_limit(model: Any) -> int | None:
+    """The most positions a model can encode or decode, or None if it has no limit.
+
+    A Transformer's positional table has ``config.max_len`` rows, so neither a source nor
+    a decoded output may be longer; a GRU has no such limit.
+
+    Args:
+        model: any model; its ``config.max_len`` is read if it has one.
+
+    Returns:
+        ``model.config.max_len`` if it is an int, else None.
+    """
+    limit = getattr(getattr(model, "config", None), "max_len", None)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def _check_limits(model: Any, src: Tensor, max_len: int) -> None:
+    """Fail before any work when the source or the output would not fit the model."""
+    limit = position_limit(model)
+    if limit is None:
+        return
+    if src.shape[1] > limit:
+        raise ValueError(
+            f"src has {src.shape[1]} positions but the model encodes at most {limit} "
+            f"(config.max_len); truncate the sources to {limit} tokens (translate() does it "
+            "for you, with a warning)"
+        )
+    if max_len > limit:
+        raise ValueError(
+            f"max_len={max_len} output tokens but the model decodes at most {limit} positions "
+            f"(config.max_len); pass max_len <= {limit}"
         )
 
 
@@ -146,7 +182,8 @@ def greedy_decode(
         src_valid_lens: real tokens per source row.
         bos_id: the ``<bos>`` id fed at the first step.
         eos_id: the ``<eos>`` id that ends a row.
-        max_len: the most tokens generated per row (``<eos>`` included).
+        max_len: the most tokens generated per row (``<eos>`` included); at most the
+            model's :func:`position_limit`.
         return_attention: also return, per row, the model's ``last_attention_weights``
             of each step stacked along a new first axis (one step per generated token,
             plus the step that produced ``<eos>`` if any). ``None`` for a row if the
@@ -164,6 +201,7 @@ def greedy_decode(
     _check_src(src, src_valid_lens)
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
+    _check_limits(model, src, max_len)
     batch = src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     attention: list[list[Any]] = [[] for _ in range(batch)]
@@ -254,7 +292,8 @@ def beam_search_batch(
         bos_id: the ``<bos>`` id fed at the first step.
         eos_id: the ``<eos>`` id that ends a hypothesis.
         beam_size: hypotheses kept per row at every step (K).
-        max_len: the most tokens per hypothesis (``<eos>`` included).
+        max_len: the most tokens per hypothesis (``<eos>`` included); at most the
+            model's :func:`position_limit`.
         length_penalty: alpha in D2L's score ``log P / L**alpha``, with ``L`` the number of
             tokens including ``<eos>``. 0 ranks by plain log-probability, which favours
             short outputs; D2L suggests 0.75.
@@ -272,6 +311,7 @@ def beam_search_batch(
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
+    _check_limits(model, src, max_len)
     n_best = beam_size if n_best is None else n_best
     batch, k = src.shape[0], beam_size
     device = src.device
@@ -410,8 +450,13 @@ def translate(
     length_penalty: float = 0.0,
     append_src_eos: bool = True,
     device: str | torch.device = "cpu",
+    detokenize: Callable[[Sequence[str]], str] | None = None,
 ) -> list[str]:
-    """Translate sentences: tokenize, encode, decode, and join the output tokens.
+    """Translate sentences: tokenize, encode, decode, and turn the output into text.
+
+    Sources longer than the model's :func:`position_limit` are cut to fit (keeping the
+    final ``<eos>``) and ``max_len`` is lowered to the limit, each with a warning, so one
+    long sentence never costs the whole batch.
 
     Args:
         model: a :class:`StepDecoder` (every :class:`Seq2SeqModel` is one).
@@ -425,13 +470,40 @@ def translate(
         length_penalty: for beam search, see :func:`beam_search_batch`.
         append_src_eos: append ``<eos>`` to each source, as the training batches do.
         device: where the source tensors go.
+        detokenize: turns the output tokens into text, e.g. ``course_lib.data.detokenize``
+            (``"je l'ai vu aujourd'hui, qu'il soit là."``) or a subword tokenizer's
+            ``decode``. None joins the tokens with single spaces (``"je l' ai vu ..."``),
+            which shows the model's tokens.
 
     Returns:
-        One string per sentence, tokens joined by single spaces.
+        One string per sentence.
+
+    Raises:
+        ValueError: ``max_len`` < 1.
     """
     if not sentences:
         return []
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
     ids = [list(src_vocab.encode(tokenize(s))) + ([src_vocab.eos] if append_src_eos else []) for s in sentences]
+    limit = position_limit(model)
+    if limit is not None:
+        too_long = [i for i, x in enumerate(ids) if len(x) > limit]
+        if too_long:
+            warnings.warn(
+                f"{len(too_long)} source sentence(s) (first: #{too_long[0]}, {len(ids[too_long[0]])} "
+                f"tokens) exceed the model's {limit} positions (config.max_len) and were truncated",
+                stacklevel=2,
+            )
+            tail = [src_vocab.eos] if append_src_eos else []
+            ids = [x if len(x) <= limit else x[: limit - len(tail)] + tail for x in ids]
+        if max_len > limit:
+            warnings.warn(
+                f"max_len={max_len} exceeds the model's {limit} positions (config.max_len); "
+                f"decoding at most {limit} tokens",
+                stacklevel=2,
+            )
+            max_len = limit
     lens = [len(x) for x in ids]
     width = max(max(lens), 1)
     src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids], dtype=torch.long, device=device)
@@ -449,5 +521,10 @@ def translate(
     texts = []
     for out in outputs:
         decoded = tgt_vocab.decode(out)
-        texts.append(decoded if isinstance(decoded, str) else " ".join(decoded))
+        if isinstance(decoded, str):
+            texts.append(decoded)
+        elif detokenize is not None:
+            texts.append(detokenize(list(decoded)))
+        else:
+            texts.append(" ".join(decoded))
     return texts

@@ -13,8 +13,10 @@ who want the real thing:
 >>> pairs = read_fra_eng(path, max_pairs=20000)     # doctest: +SKIP
 >>> splits = split_pairs(pairs, n_valid=500, n_test=500, seed=0)  # doctest: +SKIP
 
-Downloads are cached in ``$COURSE_DATA_DIR`` or ``~/.cache/course_lib``; the checksum is
-checked before a cached copy is trusted and after every download.
+Downloads are cached in ``$COURSE_DATA_DIR`` or ``~/.cache/course_lib``. The check is on
+content: D2L's archive (SHA-1 ``94646ad1...``) is accepted, and so is any archive whose
+``fra.txt`` has D2L's content (SHA-1 ``c43f99dc...``), e.g. a re-packed copy. It is made
+before a cached copy is trusted and after every download.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,9 +38,14 @@ from course_lib.data import tokenize
 __all__ = [
     "FRA_ENG_URL",
     "FRA_ENG_SHA1",
+    "FRA_TXT_SHA1",
+    "ACCEPTED_SHA1",
     "DownloadError",
+    "ChecksumError",
     "default_cache_dir",
     "sha1_of",
+    "find_fra_member",
+    "verify_fra_eng",
     "download_fra_eng",
     "read_fra_eng",
     "normalize_source",
@@ -45,12 +53,23 @@ __all__ = [
 ]
 
 FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
+#: SHA-1 of the zip archive D2L publishes.
 FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+#: SHA-1 of ``fra-eng/fra.txt`` inside it: a re-packed archive of the same text has
+#: another zip SHA-1 but this content SHA-1.
+FRA_TXT_SHA1 = "c43f99dce27311d3afd4d3e0716848194cfcc103"
+#: What :func:`download_fra_eng` accepts by default: D2L's archive, or any file (zip or
+#: plain text) whose ``fra.txt`` content is D2L's.
+ACCEPTED_SHA1: tuple[str, ...] = (FRA_ENG_SHA1, FRA_TXT_SHA1)
 _MEMBER = "fra-eng/fra.txt"
 
 
 class DownloadError(OSError):
     """The file could not be downloaded and no valid cached copy exists."""
+
+
+class ChecksumError(ValueError):
+    """A file is not the expected data: neither its own SHA-1 nor its content's matches."""
 
 
 def default_cache_dir() -> Path:
@@ -68,41 +87,148 @@ def sha1_of(path: str | Path, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def _fetch(url: str, dest: Path, sha1: str | None, timeout: float) -> None:
+def _accepted(sha1: str | Sequence[str]) -> tuple[str, ...]:
+    return (sha1.lower(),) if isinstance(sha1, str) else tuple(s.lower() for s in sha1)
+
+
+def find_fra_member(names: Sequence[str]) -> str | None:
+    """The member of a zip archive that holds the sentence pairs, or None.
+
+    ``fra-eng/fra.txt`` if present, else the first ``fra.txt`` in any folder. macOS
+    metadata is never taken: ``__MACOSX/...`` entries and ``._fra.txt`` resource forks
+    (which a Finder-made archive may list first) hold no sentences.
+
+    Args:
+        names: the archive's member names (``ZipFile.namelist()``).
+
+    Returns:
+        The member name, or None when the archive has no ``fra.txt``.
+    """
+    if _MEMBER in names:
+        return _MEMBER
+    for name in names:
+        base = name.rsplit("/", 1)[-1]
+        if base == "fra.txt" and not name.startswith("__MACOSX/"):
+            return name
+    return None
+
+
+def _member_or_raise(archive: Path, zf: zipfile.ZipFile) -> str:
+    names = zf.namelist()
+    member = find_fra_member(names)
+    if member is None:
+        raise ValueError(
+            f"{archive} does not contain {_MEMBER} (nor any other fra.txt outside __MACOSX/); "
+            f"its members are {names[:10]}. Is it the English-French archive from {FRA_ENG_URL}?"
+        )
+    return member
+
+
+def _content_sha1(path: Path) -> str | None:
+    """SHA-1 of ``fra.txt``: the member of a zip archive, or the file itself."""
+    if not zipfile.is_zipfile(path):
+        return sha1_of(path)
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        member = find_fra_member(names)
+        if member is None:
+            return None
+        digest = hashlib.sha1()
+        with zf.open(member) as src:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+
+def _matches(path: Path, accepted: tuple[str, ...]) -> tuple[bool, str, str | None]:
+    """(accepted?, SHA-1 of the file, SHA-1 of its fra.txt content or None if not needed)."""
+    own = sha1_of(path)
+    if own in accepted:
+        return True, own, None
+    try:
+        content = _content_sha1(path)
+    except (zipfile.BadZipFile, OSError):
+        content = None
+    return content in accepted, own, content
+
+
+def verify_fra_eng(path: str | Path, sha1: str | Sequence[str] = ACCEPTED_SHA1) -> None:
+    """Check that ``path`` holds the expected data: by its own SHA-1 or its content's.
+
+    A zip archive is accepted when its SHA-1 is one of ``sha1`` (D2L's published archive)
+    or when the SHA-1 of its ``fra.txt`` is (the same text re-packed: re-zipping changes
+    the archive's bytes, not the sentences). A plain text file is accepted when its own
+    SHA-1 is. A different file is rejected whatever its container.
+
+    Args:
+        path: a zip archive or a plain ``fra.txt``.
+        sha1: accepted hex SHA-1 digest(s); default :data:`ACCEPTED_SHA1`.
+
+    Raises:
+        ChecksumError: neither digest matches; the message names what was found, what
+            was expected and how to proceed.
+    """
+    path = Path(path)
+    accepted = _accepted(sha1)
+    ok, own, content = _matches(path, accepted)
+    if not ok:
+        raise ChecksumError(_mismatch_message(str(path), accepted, own, content))
+
+
+def _mismatch_message(what: str, accepted: tuple[str, ...], own: str, content: str | None) -> str:
+    found = f"file SHA-1 {own}" + (f", fra.txt SHA-1 {content}" if content and content != own else "")
+    return (
+        f"checksum mismatch for {what}: expected SHA-1 {' or '.join(accepted)} (the archive "
+        f"or the fra.txt inside it), got {found}. It is not the English-French data this "
+        "course expects (an interrupted download, or another version of the file). To "
+        "proceed: delete it and call download_fra_eng() again to fetch D2L's copy; or, to use "
+        "this file on purpose, pass its SHA-1 (download_fra_eng(..., sha1=...)) or read it "
+        "directly with read_fra_eng(path)."
+    )
+
+
+def _fetch(url: str, dest: Path, accepted: tuple[str, ...] | None, timeout: float) -> None:
     """Download ``url`` to a temporary file next to ``dest``, verify, then rename."""
     fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
-    digest = hashlib.sha1()
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             while chunk := resp.read(1 << 20):
-                digest.update(chunk)
                 out.write(chunk)
-        actual = digest.hexdigest()
-        if sha1 is not None and actual != sha1.lower():
-            raise ValueError(
-                f"checksum mismatch for {url}: expected SHA-1 {sha1.lower()}, got {actual}; "
-                "the download was deleted (a corrupted or different file?)"
-            )
+        if accepted is not None:
+            ok, own, content = _matches(tmp, accepted)
+            if not ok:
+                raise ChecksumError(
+                    _mismatch_message(url, accepted, own, content)
+                    + " The download was deleted."
+                )
         os.replace(tmp, dest)  # atomic: dest is either absent or complete
     finally:
         tmp.unlink(missing_ok=True)
 
 
+def _crc32_of(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
 def _extract(archive: Path) -> Path:
-    """Return the text file: ``archive`` itself, or ``fra.txt`` extracted from the zip."""
+    """Return the text file: ``archive`` itself, or ``fra.txt`` extracted from the zip.
+
+    An earlier extraction is reused only if its size and CRC-32 are those the archive
+    records for the member, so it always matches the (verified) archive.
+    """
     if not zipfile.is_zipfile(archive):
         return archive
     target = archive.parent / _MEMBER
-    if target.exists() and target.stat().st_mtime >= archive.stat().st_mtime:
-        return target
     with zipfile.ZipFile(archive) as zf:
-        names = zf.namelist()
-        member = _MEMBER if _MEMBER in names else next(
-            (n for n in names if n.endswith("fra.txt")), None
-        )
-        if member is None:
-            raise ValueError(f"{archive} does not contain {_MEMBER}; its members are {names[:10]}")
+        member = _member_or_raise(archive, zf)
+        info = zf.getinfo(member)
+        if target.exists() and target.stat().st_size == info.file_size and _crc32_of(target) == info.CRC:
+            return target
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=target.parent, suffix=".part")
         try:
@@ -119,41 +245,52 @@ def download_fra_eng(
     cache_dir: str | Path | None = None,
     *,
     url: str = FRA_ENG_URL,
-    sha1: str | None = FRA_ENG_SHA1,
+    sha1: str | Sequence[str] | None = ACCEPTED_SHA1,
     timeout: float = 30,
 ) -> Path:
     """Download (or reuse a cached) ``fra-eng.zip`` and return the path of ``fra.txt``.
 
-    A cached file whose SHA-1 matches is used without touching the network. Otherwise
-    the file is downloaded to a temporary name, its SHA-1 is checked, and only then is
-    it renamed into place (a bad download is deleted). If ``url`` does not serve a zip
-    archive, the downloaded file itself is returned.
+    The check is on content, not container: a file is accepted when its SHA-1, or the
+    SHA-1 of the ``fra.txt`` inside it, is one of ``sha1`` (by default D2L's archive or
+    its ``fra.txt``, so a re-packed archive of the same sentences is accepted and a
+    different file is not). A cached file is used without touching the network only
+    after it passes this check. Otherwise the file is downloaded to a temporary name,
+    checked, and only then renamed into place (a bad download is deleted). If ``url``
+    does not serve a zip archive, the downloaded file itself is returned.
+
+    ``sha1=None`` skips the check for a file you trust. Nothing can then vouch for a
+    cached copy, so it is not reused: every call downloads again (a cached copy is
+    reused only if it is D2L's data).
 
     Args:
         cache_dir: folder for the download; default ``$COURSE_DATA_DIR`` or
             ``~/.cache/course_lib``.
         url: where to download from (any URL ``urllib`` opens, ``file://`` included).
-        sha1: expected hex SHA-1 of the downloaded file; ``None`` skips the check.
+        sha1: accepted hex SHA-1 digest(s) of the file or of its ``fra.txt``; ``None``
+            skips the check (see above).
         timeout: network timeout in seconds.
 
     Returns:
         Path of the extracted ``fra-eng/fra.txt`` inside ``cache_dir``.
 
     Raises:
-        ValueError: the downloaded file has the wrong checksum.
+        ChecksumError: (a ``ValueError``) the downloaded file is not the expected data.
         DownloadError: the download failed and there is no valid cached copy.
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     name = url.rstrip("/").rsplit("/", 1)[-1] or "fra-eng.zip"
     dest = cache / name
-    if dest.exists() and (sha1 is None or sha1_of(dest) == sha1.lower()):
+    accepted = _accepted(sha1) if sha1 is not None else None
+    if dest.exists() and _matches(dest, accepted if accepted is not None else ACCEPTED_SHA1)[0]:
         return _extract(dest)
     try:
-        _fetch(url, dest, sha1, timeout)
+        _fetch(url, dest, accepted, timeout)
+    except ChecksumError:
+        raise
     except (urllib.error.URLError, OSError) as err:
         state = (
-            f"the cached copy at {dest} has the wrong checksum"
+            f"the cached copy at {dest} is not the expected data (checksum mismatch)"
             if dest.exists()
             else f"no cached copy at {dest}"
         )
@@ -175,7 +312,9 @@ def read_fra_eng(path: str | Path, *, max_pairs: int | None = None) -> list[tupl
     become ordinary spaces. A third column is ignored.
 
     Args:
-        path: the text file (e.g. the result of ``download_fra_eng``).
+        path: the text file (e.g. the result of ``download_fra_eng``), or a zip archive
+            holding it (its ``fra.txt`` is read without extracting; not checksummed: see
+            :func:`verify_fra_eng`).
         max_pairs: stop after this many pairs (>= 1); ``None`` reads all.
 
     Returns:
@@ -188,7 +327,11 @@ def read_fra_eng(path: str | Path, *, max_pairs: int | None = None) -> list[tupl
     path = Path(path)
     if max_pairs is not None and max_pairs < 1:
         raise ValueError(f"max_pairs must be >= 1 or None, got {max_pairs}")
-    data = path.read_bytes()
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            data = zf.read(_member_or_raise(path, zf))
+    else:
+        data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
         data = data[3:]
     pairs: list[tuple[str, str]] = []
@@ -234,29 +377,34 @@ def split_pairs(
     *,
     always_test: Sequence[str] = (),
 ) -> TranslationSplits:
-    """Split pairs so that no source sentence is in two splits.
+    """Split pairs into exactly ``n_valid`` and ``n_test`` pairs, no source in two splits.
+
+    Sizes are counted in *pairs*, like the rest of the course: ``len(splits.test) ==
+    n_test`` and ``len(splits.valid) == n_valid``; training gets all the other pairs.
 
     Tatoeba lists several translations of one English sentence on separate lines
     ("Go." -> "Va !", "Marche.", "En route !"). Pairs are grouped by their normalized
-    source (``normalize_source``) and whole groups are assigned to one split, so a test
-    sentence is never a training sentence and its translations form a multi-reference set.
+    source (``normalize_source``) and a group is never divided, so a test sentence is
+    never a training sentence and its translations form a multi-reference set. Groups are
+    taken in a shuffled order; one that would overshoot the requested size is skipped
+    (left for the next split), so the sizes come out exact.
 
     Args:
         pairs: ``(source, target)`` pairs.
-        n_valid: number of distinct source sentences for validation.
-        n_test: number of distinct source sentences for testing.
+        n_valid: number of validation pairs.
+        n_test: number of test pairs.
         seed: shuffling seed.
         always_test: source sentences to put in the test split whatever the shuffle
-            (e.g. the sentences a lesson translates as a demo); they count towards
-            ``n_test``.
+            (e.g. the sentences a lesson translates as a demo); all their pairs go to
+            test and count towards ``n_test``.
 
     Returns:
-        ``TranslationSplits``; ``len(test)`` can exceed ``n_test`` when a source has
-        several translations (likewise for valid).
+        ``TranslationSplits`` with ``len(test) == n_test``, ``len(valid) == n_valid``.
 
     Raises:
-        ValueError: when sizes are negative or there are not enough distinct sources
-            to leave at least one for training.
+        ValueError: when sizes are negative, when ``always_test`` sentences are unknown
+            or have more pairs than ``n_test``, or when the groups cannot fill the sizes
+            exactly and leave at least one pair for training.
     """
     if n_valid < 0 or n_test < 0:
         raise ValueError(f"n_valid and n_test must be >= 0, got {n_valid} and {n_test}")
@@ -270,23 +418,48 @@ def split_pairs(
     missing = [s for s in forced if s not in groups]
     if missing:
         raise ValueError(f"always_test sentences not found in pairs: {missing[:5]}")
-    if len(forced) > n_test:
-        raise ValueError(f"always_test has {len(forced)} sentences but n_test is {n_test}")
-    if n_valid + n_test >= len(keys):
+    n_forced = sum(len(groups[k]) for k in forced)
+    if n_forced > n_test:
         raise ValueError(
-            f"only {len(keys)} distinct source sentences: cannot hold out "
-            f"{n_valid} + {n_test} and keep some for training"
+            f"always_test has {len(forced)} sentences with {n_forced} pairs but n_test is "
+            f"{n_test} pairs; raise n_test or drop some always_test sentences"
         )
-    rest = [k for k in keys if k not in set(forced)]
+    if n_valid + n_test >= len(pairs):
+        raise ValueError(
+            f"only {len(pairs)} pairs ({len(keys)} distinct source sentences): cannot hold "
+            f"out {n_valid} + {n_test} pairs and keep some for training"
+        )
+    forced_set = set(forced)
+    rest = [k for k in keys if k not in forced_set]
     random.Random(seed).shuffle(rest)
-    n_rest_test = n_test - len(forced)
-    test_keys = forced + rest[:n_rest_test]
-    valid_keys = rest[n_rest_test : n_rest_test + n_valid]
-    train_keys = rest[n_rest_test + n_valid :]
+
+    def fill(wanted: int, start: list[str], pool: list[str]) -> tuple[list[str], list[str]]:
+        """Take groups from ``pool`` (in order) until ``wanted`` pairs; return (taken, left)."""
+        taken, left = list(start), []
+        size = sum(len(groups[k]) for k in taken)
+        for k in pool:
+            if size < wanted and size + len(groups[k]) <= wanted:
+                taken.append(k)
+                size += len(groups[k])
+            else:
+                left.append(k)
+        return taken, left
+
+    test_keys, rest = fill(n_test, forced, rest)
+    valid_keys, train_keys = fill(n_valid, [], rest)
 
     def collect(ks: list[str]) -> list[tuple[str, str]]:
         return [pair for k in ks for pair in groups[k]]
 
-    return TranslationSplits(
+    splits = TranslationSplits(
         train=collect(train_keys), valid=collect(valid_keys), test=collect(test_keys)
     )
+    for name, part, wanted in (("test", splits.test, n_test), ("valid", splits.valid, n_valid)):
+        if len(part) != wanted:
+            raise ValueError(
+                f"could not fill the {name} split with exactly {wanted} pairs without dividing "
+                f"a source sentence's translations (got {len(part)}); choose another size"
+            )
+    if not splits.train:
+        raise ValueError("no pairs are left for training; lower n_valid or n_test")
+    return splits

@@ -320,3 +320,86 @@ def test_translate_greedy_and_beam() -> None:
         best = beam_search(model, src, valid, bos_id=BOS, eos_id=EOS, beam_size=3, max_len=6)[0][0]
         assert text == " ".join(vocab.decode(best))
     assert translate(model, [], vocab, vocab, str.split, max_len=6) == []
+
+
+def test_translate_detokenizes_when_asked() -> None:
+    from course_lib.data import detokenize, tokenize
+
+    words = ["je", "l'", "ai", "vu", "aujourd'hui", ",", "qu'", "il", "soit", "là", "."]
+    vocab = ToyVocab(words)
+
+    class Scripted:
+        """Emits ``words`` then <eos>, whatever the source."""
+
+        def encode(self, src, src_valid_lens):
+            return torch.zeros(src.shape[0], dtype=torch.long)
+
+        def decode_step(self, prev, step):
+            logits = torch.full((prev.shape[0], len(vocab.itos)), -10.0)
+            idx = int(step[0])
+            logits[:, vocab.stoi[words[idx]] if idx < len(words) else vocab.eos] = 10.0
+            return logits, step + 1
+
+        def reorder_state(self, state, index):
+            return state[index]
+
+    raw = translate(Scripted(), ["x"], vocab, vocab, str.split, max_len=20)
+    assert raw == ["je l' ai vu aujourd'hui , qu' il soit là ."]
+    text = translate(Scripted(), ["x"], vocab, vocab, str.split, max_len=20, detokenize=detokenize)
+    assert text == ["je l'ai vu aujourd'hui, qu'il soit là."]
+    assert tokenize(text[0]) == words  # readable, and the same tokens
+
+
+def _small_transformer(max_len: int):
+    from course_lib.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(12, 12, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                                         dropout=0.0, max_len=max_len)).eval()
+
+
+class CountingEncodes:
+    """Wraps a model and counts ``encode`` calls (work done before any decoding step)."""
+
+    def __init__(self, model) -> None:
+        self.model, self.config, self.encodes = model, model.config, 0
+
+    def encode(self, src, src_valid_lens):
+        self.encodes += 1
+        return self.model.encode(src, src_valid_lens)
+
+    def decode_step(self, prev, state):
+        return self.model.decode_step(prev, state)
+
+    def reorder_state(self, state, index):
+        return self.model.reorder_state(state, index)
+
+
+def test_decoding_beyond_the_model_positions_fails_before_any_work() -> None:
+    from course_lib.decoding import position_limit
+
+    model = CountingEncodes(_small_transformer(max_len=6))
+    assert position_limit(model) == 6 and position_limit(PrefixModel(vocab=8, seed=0)) is None
+    src, valid = _src([[4, 5, 2]])
+    with pytest.raises(ValueError, match=r"max_len=7 .* at most 6 positions"):
+        greedy_decode(model, src, valid, bos_id=BOS, eos_id=EOS, max_len=7)
+    with pytest.raises(ValueError, match=r"max_len=9 .* at most 6 positions"):
+        beam_search_batch(model, src, valid, bos_id=BOS, eos_id=EOS, beam_size=2, max_len=9)
+    long_src, long_valid = _src([[4] * 7 + [2]])
+    with pytest.raises(ValueError, match="src has 8 positions"):
+        greedy_decode(model, long_src, long_valid, bos_id=BOS, eos_id=EOS, max_len=3)
+    assert model.encodes == 0  # nothing was computed before the error
+    assert len(greedy_decode(model, src, valid, bos_id=BOS, eos_id=EOS, max_len=6)[0]) <= 6
+
+
+def test_translate_truncates_long_sources_and_caps_max_len_with_warnings() -> None:
+    vocab = ToyVocab([str(i) for i in range(8)])
+    model = _small_transformer(max_len=6)
+    long, short = " ".join(["1", "2", "3", "4", "5", "6", "7"]), "1 2"
+    with pytest.warns(UserWarning, match=r"1 source sentence\(s\) .*truncated"):
+        out = translate(model, [short, long], vocab, vocab, str.split, max_len=6)
+    # the long source was cut to its first 5 tokens + <eos>; the short one is unaffected
+    assert out == translate(model, [short, "1 2 3 4 5"], vocab, vocab, str.split, max_len=6)
+    with pytest.warns(UserWarning, match="max_len=50 exceeds the model's 6 positions"):
+        capped = translate(model, [short], vocab, vocab, str.split, max_len=50)
+    assert capped == out[:1]

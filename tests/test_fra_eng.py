@@ -15,13 +15,18 @@ import pytest
 
 from course_lib import fra_eng
 from course_lib.fra_eng import (
+    ACCEPTED_SHA1,
     FRA_ENG_SHA1,
     FRA_ENG_URL,
+    FRA_TXT_SHA1,
+    ChecksumError,
     DownloadError,
     download_fra_eng,
+    find_fra_member,
     normalize_source,
     read_fra_eng,
     split_pairs,
+    verify_fra_eng,
 )
 
 LINES = [
@@ -134,6 +139,78 @@ def test_bad_checksum_is_rejected_and_deleted(tmp_path):
     assert list(cache.iterdir()) == []  # neither the bad file nor a temporary is left
 
 
+def test_repacked_archive_of_the_same_text_is_accepted_by_its_content(tmp_path):
+    archive, zip_digest = _make_zip(tmp_path)
+    text = ("\n".join(LINES) + "\n").encode()
+    content_digest = hashlib.sha1(text).hexdigest()
+    repacked = tmp_path / "other" / "fra-eng.zip"
+    repacked.parent.mkdir()
+    with zipfile.ZipFile(repacked, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("fra-eng/fra.txt", text)  # no _about.txt, compressed: other bytes
+    assert hashlib.sha1(repacked.read_bytes()).hexdigest() != zip_digest
+    # accepted by the content digest, not by the archive's
+    verify_fra_eng(repacked, sha1=content_digest)
+    with pytest.raises(ChecksumError):
+        verify_fra_eng(repacked, sha1=zip_digest)
+    path = download_fra_eng(tmp_path / "cache", url=repacked.as_uri(), sha1=(zip_digest, content_digest))
+    assert read_fra_eng(path) == read_fra_eng(repacked)  # read_fra_eng also reads the zip itself
+    # a plain-text fra.txt is accepted by the same content digest
+    plain = tmp_path / "plain" / "fra.txt"
+    plain.parent.mkdir()
+    plain.write_bytes(text)
+    verify_fra_eng(plain, sha1=content_digest)
+
+
+def test_a_different_file_is_rejected_with_what_to_do(tmp_path):
+    archive, digest = _make_zip(tmp_path, lines=LINES[:3])
+    with pytest.raises(ChecksumError) as info:
+        verify_fra_eng(archive)  # the default: D2L's archive or D2L's fra.txt
+    msg = str(info.value)
+    assert FRA_ENG_SHA1 in msg and FRA_TXT_SHA1 in msg and digest in msg
+    assert "To proceed" in msg and "download_fra_eng()" in msg and "sha1=" in msg
+    assert isinstance(info.value, ValueError)
+    assert ACCEPTED_SHA1 == (FRA_ENG_SHA1, FRA_TXT_SHA1)
+
+
+def test_unchecked_download_is_not_trusted_later(tmp_path):
+    archive, digest = _make_zip(tmp_path)
+    cache = tmp_path / "cache"
+    path = download_fra_eng(cache, url=archive.as_uri(), sha1=None)
+    assert len(read_fra_eng(path)) == len(LINES)
+    # the server's file changes: an unchecked cached copy must not be reused
+    _make_zip(tmp_path, lines=LINES[:2])
+    path = download_fra_eng(cache, url=archive.as_uri(), sha1=None)
+    assert len(read_fra_eng(path)) == 2
+    # nor is it trusted by a later call that does check (it is not D2L's data)
+    with pytest.raises(ChecksumError, match="To proceed"):
+        download_fra_eng(cache, url=archive.as_uri())
+
+
+def test_macos_resource_fork_listed_first_is_not_taken_for_fra_txt(tmp_path):
+    archive = tmp_path / "server" / "fra-eng.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("__MACOSX/._fra.txt", b"\x00\x05\x16\x07 Mac OS X resource fork")
+        zf.writestr("__MACOSX/data/._fra.txt", b"\x00\x05\x16\x07")
+        zf.writestr("data/._fra.txt", b"\x00\x05\x16\x07")
+        zf.writestr("data/fra.txt", "\n".join(LINES) + "\n")
+    digest = hashlib.sha1(archive.read_bytes()).hexdigest()
+    path = download_fra_eng(tmp_path / "cache", url=archive.as_uri(), sha1=digest)
+    assert read_fra_eng(path) == read_fra_eng(archive)
+    assert read_fra_eng(path)[0] == ("Go.", "Va !")
+    assert find_fra_member(["__MACOSX/._fra.txt", "fra.txt"]) == "fra.txt"
+    assert find_fra_member(["__MACOSX/._fra.txt", "._fra.txt"]) is None
+
+
+def test_stale_extraction_is_replaced(tmp_path):
+    archive, digest = _make_zip(tmp_path)
+    cache = tmp_path / "cache"
+    path = download_fra_eng(cache, url=archive.as_uri(), sha1=digest)
+    path.write_text("Go.\tTampered.\n", encoding="utf-8")  # newer than the archive
+    again = download_fra_eng(cache, url=archive.as_uri(), sha1=digest)
+    assert read_fra_eng(again) == read_fra_eng(archive)
+
+
 def test_cache_hit_does_not_touch_the_network(tmp_path, monkeypatch):
     archive, digest = _make_zip(tmp_path)
     cache = tmp_path / "cache"
@@ -211,19 +288,42 @@ def _pairs() -> list[tuple[str, str]]:
 def test_split_pairs_keeps_sources_disjoint_and_groups_together():
     pairs = _pairs()
     s = split_pairs(pairs, n_valid=10, n_test=10, seed=0)
+    assert len(s.valid) == 10 and len(s.test) == 10  # sizes in pairs, as asked
     keys = [{normalize_source(src) for src, _ in part} for part in (s.train, s.valid, s.test)]
-    assert len(keys[1]) == 10 and len(keys[2]) == 10
     assert not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
     assert sorted(s.train + s.valid + s.test) == sorted(pairs)  # nothing lost or repeated
     assert split_pairs(pairs, 10, 10, seed=0) == s
     assert split_pairs(pairs, 10, 10, seed=1).test != s.test
 
 
+def test_split_pairs_sizes_are_pairs_even_with_many_translations_per_source():
+    # Like the start of fra.txt: short sources with many translations each. Counting
+    # distinct sources (the old behaviour) took all 5 translations of each test source.
+    pairs = [(f"Source {i}.", f"Traduction {i}-{j}.") for i in range(100) for j in range(5)]
+    pairs += [(f"Lone {i}.", f"Seule {i}.") for i in range(50)]
+    for seed in range(5):
+        s = split_pairs(pairs, n_valid=23, n_test=101, seed=seed)
+        assert (len(s.test), len(s.valid), len(s.train)) == (101, 23, len(pairs) - 124)
+        test_src = {normalize_source(src) for src, _ in s.test}
+        assert not test_src & {normalize_source(src) for src, _ in s.train + s.valid}
+        # a group is never divided: every test source has all its translations in test
+        for src in test_src:
+            n_in_pairs = sum(normalize_source(p[0]) == src for p in pairs)
+            assert sum(normalize_source(p[0]) == src for p in s.test) == n_in_pairs
+
+
+def test_split_pairs_says_when_sizes_cannot_be_met_exactly():
+    pairs = [(f"Source {i}.", f"Traduction {i}-{j}.") for i in range(20) for j in range(3)]
+    with pytest.raises(ValueError, match="exactly 10 pairs"):
+        split_pairs(pairs, n_valid=0, n_test=10)  # groups of 3 cannot make 10
+    assert len(split_pairs(pairs, n_valid=0, n_test=9).test) == 9
+
+
 def test_split_pairs_always_test_moves_demo_sentences_out_of_training():
     pairs = _pairs()
-    s = split_pairs(pairs, n_valid=5, n_test=5, seed=0, always_test=["go .", "I lost."])
+    s = split_pairs(pairs, n_valid=5, n_test=6, seed=0, always_test=["go .", "I lost."])
     test_sources = {normalize_source(src) for src, _ in s.test}
-    assert {"go .", "i lost ."} <= test_sources and len(test_sources) == 5
+    assert {"go .", "i lost ."} <= test_sources and len(s.test) == 6  # 3 + 1 forced + 2 drawn
     assert sorted(fr for src, fr in s.test if normalize_source(src) == "go .") == [
         "Bouge !", "Marche.", "Va !"]
     assert all(normalize_source(src) not in {"go .", "i lost ."} for src, _ in s.train)
@@ -232,12 +332,12 @@ def test_split_pairs_always_test_moves_demo_sentences_out_of_training():
 def test_split_pairs_errors():
     pairs = _pairs()
     with pytest.raises(ValueError, match="distinct source"):
-        split_pairs(pairs, n_valid=31, n_test=31)
+        split_pairs(pairs, n_valid=32, n_test=32)
     with pytest.raises(ValueError, match=">= 0"):
         split_pairs(pairs, n_valid=-1, n_test=1)
     with pytest.raises(ValueError, match="not found"):
         split_pairs(pairs, 1, 1, always_test=["Never seen."])
-    with pytest.raises(ValueError, match="n_test"):
-        split_pairs(pairs, 1, 1, always_test=["Go.", "I lost."])
+    with pytest.raises(ValueError, match="4 pairs but n_test is 3"):
+        split_pairs(pairs, 1, 3, always_test=["Go.", "I lost."])
     with pytest.raises(ValueError, match="no pairs"):
         split_pairs([], 1, 1)
