@@ -49,9 +49,15 @@ from course_lib.fra_eng import *  # noqa: F401,F403
 from course_lib.training import *  # noqa: F401,F403
 from course_lib.decoding import *  # noqa: F401,F403
 from course_lib.metrics import *  # noqa: F401,F403
+from course_lib import flash, gqa, local_attention, rotary  # noqa: E402  (lesson 9: attention at scale)
+from course_lib.flash import *  # noqa: F401,F403
+from course_lib.rotary import *  # noqa: F401,F403
+from course_lib.gqa import *  # noqa: F401,F403
+from course_lib.local_attention import *  # noqa: F401,F403
 from course_lib.printing import *  # noqa: F401,F403
 
 _MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, data, corpus, fra_eng, training, decoding, metrics, printing]
+_MODULES += [flash, rotary, gqa, local_attention]
 
 # Plotting pulls in matplotlib.pyplot (slow to import, and not needed by the autograder's
 # sandbox), so ``course_lib.plots`` and its functions load on first use.
