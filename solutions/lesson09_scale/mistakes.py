@@ -1,0 +1,121 @@
+"""Typical mistakes for lesson09_scale, used by tests/test_grading_assignments.py.
+
+Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
+cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+
+Each mistake is written as one small edit of the solution cell (:func:`_edit` checks that
+the edited text is really there, so a change to the solution cannot silently turn a
+mistake into a copy of the solution).
+"""
+
+import json
+from pathlib import Path
+
+_SOURCE = {
+    cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
+    for cell in json.loads((Path(__file__).parent / "scale.ipynb").read_text("utf-8"))["cells"]
+    if "nbgrader" in cell.get("metadata", {})
+}
+
+
+def _edit(grade_id: str, *changes: tuple[str, str]) -> dict[str, str]:
+    source = _SOURCE[grade_id]
+    for old, new in changes:
+        if source.count(old) != 1:
+            raise ValueError(f"mistakes.py: {old!r} must occur exactly once in the solution cell {grade_id!r}")
+        source = source.replace(old, new)
+    return {grade_id: source}
+
+
+_TILED_TESTS = ["test_tiled_public", "test_tiled", "test_tiled_causal", "test_tiled_skips"]
+
+MISTAKES = {
+    "running_sum_not_rescaled": {
+        # the old sum was computed relative to the old maximum: without the correction it is too large
+        "replace": _edit("online_update", ("new_sum = correction * running_sum + ", "new_sum = running_sum + ")),
+        "fails": ["test_update_public", "test_update"],
+        "may_fail": _TILED_TESTS,  # tiled_attention calls the learner's update
+    },
+    "max_not_subtracted_safely": {
+        # exp(-inf - (-inf)) = NaN for a row whose scores are all masked so far
+        "replace": _edit("online_update", (
+            "reference = torch.where(torch.isneginf(new_max), torch.zeros_like(new_max), new_max)",
+            "reference = new_max")),
+        "fails": ["test_update"],
+        "may_fail": _TILED_TESTS,
+    },
+    "accumulator_not_rescaled": {
+        "replace": _edit("tiled", ("acc = correction * acc + ", "acc = acc + ")),
+        "fails": ["test_tiled_public", "test_tiled"],
+        "may_fail": ["test_tiled_causal", "test_tiled_skips"],
+    },
+    "accumulator_rescaled_by_inverse": {
+        # exp(m' - m) instead of exp(m - m'): the direction of the rescaling reversed
+        "replace": _edit("tiled", ("acc = correction * acc + ", "acc = acc / correction + ")),
+        "fails": ["test_tiled_public", "test_tiled"],
+        "may_fail": ["test_tiled_causal", "test_tiled_skips"],
+    },
+    "accumulator_rescaled_by_sum_ratio": {
+        # normalising as it goes with the ratio of sums, but then also dividing by the sum at the end
+        "replace": _edit("tiled", (
+            "running_max, running_sum, correction = online_softmax_update(running_max, running_sum, scores)",
+            "old_sum = running_sum\n"
+            "            running_max, running_sum, correction = online_softmax_update(running_max, running_sum, scores)\n"
+            "            correction = correction * old_sum / running_sum")),
+        "fails": ["test_tiled_public", "test_tiled"],
+        "may_fail": ["test_tiled_causal", "test_tiled_skips"],
+    },
+    "causal_diagonal_tile_skipped": {
+        # range(0, q_start) instead of range(0, q_end): the diagonal tile (each query's own key) is dropped
+        "replace": _edit("tiled", ("last_key = q_end if is_causal", "last_key = q_start if is_causal")),
+        "fails": ["test_tiled_public", "test_tiled_causal", "test_tiled_skips"],
+    },
+    "causal_diagonal_tile_unmasked": {
+        # tiles above the diagonal are skipped, but the diagonal tile lets queries see the keys after them
+        "replace": _edit("tiled", ("if is_causal and k_end - 1 > q_start:", "if False:")),
+        "fails": ["test_tiled_public", "test_tiled_causal", "test_tiled_skips"],
+    },
+    "causal_tiles_computed_then_masked": {
+        # correct numbers, but every tile is computed: the T x T work the causal tiling should halve
+        "replace": _edit("tiled", (
+            "last_key = q_end if is_causal else num_steps", "last_key = num_steps"), (
+            "if is_causal and k_end - 1 > q_start:", "if is_causal:")),
+        "fails": ["test_tiled_skips"],
+    },
+    "rotary_interleaved_pairs": {
+        # pairs (2i, 2i+1), the other convention: right for D = 2 only
+        "replace": _edit("rotary", (
+            "x1, x2 = x[..., :half], x[..., half:]\n"
+            "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
+            "x1, x2 = x[..., 0::2], x[..., 1::2]\n"
+            "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)")),
+        "fails": ["test_rotary_public", "test_rotary"],
+    },
+    "rotary_rotated_backwards": {
+        # the sign of the sine swapped: still relative, but not RoPE's rotation
+        "replace": _edit("rotary", (
+            "torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
+            "torch.cat([x1 * cos + x2 * sin, -x1 * sin + x2 * cos], dim=-1)")),
+        "fails": ["test_rotary_public", "test_rotary"],
+    },
+    "rotary_exponent_i_over_D": {
+        # theta_i = 10000^(-i/D) with i the pair index: half the exponent it should be
+        "replace": _edit("rotary", (
+            "torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim",
+            "torch.arange(0, half, dtype=torch.float64) / head_dim")),
+        "fails": ["test_rotary_public", "test_rotary"],
+    },
+    "kv_heads_repeated_in_the_wrong_order": {
+        # x.repeat cycles through the heads (0, 1, 0, 1) instead of repeating each (0, 0, 1, 1)
+        "replace": _edit("gqa", ("x.repeat_interleave(num_repeats, dim=1)", "x.repeat(1, num_repeats, 1, 1)")),
+        "fails": ["test_gqa_public", "test_gqa"],
+    },
+    "wrong_answers": {
+        "replace": {"answers": '''
+ANSWER_KV_BYTES = 2 * 24 * 16 * 64 * 2
+ANSWER_CAUSAL_TILES = 64
+'''},
+        "fails": ["test_answer_kv", "test_answer_tiles"],
+    },
+}
