@@ -1,0 +1,658 @@
+"""The course's translation models and D2L's book models on the real Tatoeba data, one run.
+
+Every model trains for the same CPU-time budget (``time.process_time``, so other
+processes on a shared machine do not change the result) on the same training pairs, with
+a stated number of torch threads, each in a fresh Python process (peak memory figures do
+not mix). Then it translates a held-out test split whose English sentences never occur in
+training (:func:`course_lib.fra_eng.split_pairs`), and is scored on readable text.
+
+Reported per run: parameters, optimizer steps, training CPU seconds, peak resident memory
+of the process (``ru_maxrss``; also the memory after loading data and building the model,
+before training), and three BLEU figures:
+
+* **sacreBLEU**: standard corpus BLEU of the detokenised, readable output against the raw
+  French references (all references of a source; ``sacrebleu.corpus_bleu`` with its
+  default 13a tokenisation and ``lowercase=True``, since every model here outputs
+  lower-case text). This is the figure to compare with published numbers.
+* **own-token BLEU** (0-100): :func:`course_lib.metrics.corpus_bleu` on the course's word
+  tokens (``tokenize``: elisions like ``l'`` split off). Higher than sacreBLEU on the same
+  outputs because 13a keeps ``l'homme`` whole; shown so that the two are not confused.
+* **D2L BLEU** (0-1): D2L's sentence formula with k=2, averaged over test *pairs* against
+  their own single reference (:func:`course_lib.metrics.sentence_bleu_d2l_mean`).
+
+Runs (``--runs``):
+
+* ``gru``, ``bahdanau``, ``transformer``: ``course_lib``'s models with the settings of
+  ``benchmarks/bench_translation.py`` (word tokens, batch 64, Adam, constant learning rate,
+  greedy decoding);
+* ``d2l-gru``, ``d2l-bahdanau``, ``d2l-transformer``: D2L's book models and recipe
+  (chapters 10.7, 11.4, 11.7: D2L's own preprocessing and vocabulary with min_freq 2,
+  fixed 9-step sequences, batch 128, its sizes and learning rates, gradient clipping 1,
+  its masked loss). d2l 1.0.3 ships the encoders and ``d2l.Seq2Seq`` but not the book's
+  decoders nor ``Seq2Seq.loss``; minimal faithful copies are written below (the book's
+  Transformer decoder, like the book, drops its causal mask in evaluation; greedy
+  decoding feeds one token at a time, so that does not change the outputs). d2l's
+  ``Trainer`` and progress board are not used: the board keeps every loss point (over a
+  GB on this budget) and training here is the same loop as for our models, so memory is
+  compared like with like;
+* ``tf+<ingredient>``: the course Transformer with one ingredient of the recipe changed,
+  for an A/B against ``transformer``: ``fused`` (PyTorch's fused attention kernel during
+  training), ``bucket`` (length bucketing), ``warmup`` (linear warm-up, then linear decay to
+  zero at the end of the CPU budget), ``smooth`` (label smoothing 0.1), ``shape`` (a wider
+  model), ``bpe`` (subword tokens, :mod:`course_lib.bpe`), ``beam`` (beam search, 4 beams);
+* ``recipe``: all ingredients together.
+
+Data: the first ``--lines`` pairs of ``fra.txt`` (sorted by length in the file, so these
+are short sentences), of which ``--n-test`` pairs are held out; the rest train. Without the
+file the benchmark stops and says how to get it. ``--lines 0`` reads the whole file.
+
+Usage::
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_real_translation.py --cpu-seconds 60
+    .venv/bin/python benchmarks/bench_real_translation.py --runs transformer,recipe --cpu-seconds 300
+    .venv/bin/python benchmarks/bench_real_translation.py --runs transformer,tf+bpe --lines 0 --max-steps 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fra-eng.zip"
+
+
+# --------------------------------------------------------------------------- run settings
+
+
+@dataclass
+class Run:
+    """What one run trains and how. Defaults: bench_translation.py's Transformer."""
+
+    family: str = "course"  # "course" or "d2l"
+    model: str = "transformer"  # "gru", "bahdanau", "transformer"
+    tokens: str = "word"  # "word" or "bpe"
+    bpe_merges: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "constant"  # "constant" or "warmup" (warm-up, then linear decay to 0)
+    warmup_steps: int = 200
+    label_smoothing: float = 0.0
+    bucket: bool = False
+    fused: bool = False
+    d_model: int = 64
+    d_ff: int = 256
+    num_layers: int = 2
+    num_heads: int = 4
+    rnn_embed: int = 64
+    rnn_hiddens: int = 128
+    dropout: float = 0.1
+    beam: int = 1
+    length_penalty: float = 0.0
+    num_steps: int = 9  # d2l only: the fixed sequence length
+    min_freq: int = 1
+    notes: list[str] = field(default_factory=list)
+
+
+_TF = Run()
+_RECIPE = replace(_TF, fused=True, bucket=True, schedule="warmup", lr=2e-3, label_smoothing=0.1,
+                  d_model=128, d_ff=256, tokens="bpe", beam=4, length_penalty=0.6)
+RUNS: dict[str, Run] = {
+    "gru": Run(model="gru", lr=1e-2),
+    "bahdanau": Run(model="bahdanau", lr=1e-2),
+    "transformer": _TF,
+    # D2L 1.0.3's book settings (chapters 10.7, 11.4, 11.7).
+    "d2l-gru": Run(family="d2l", model="gru", batch_size=128, lr=0.005, rnn_embed=256, rnn_hiddens=256,
+                   dropout=0.2, min_freq=2),
+    "d2l-bahdanau": Run(family="d2l", model="bahdanau", batch_size=128, lr=0.005, rnn_embed=256,
+                        rnn_hiddens=256, dropout=0.2, min_freq=2),
+    "d2l-transformer": Run(family="d2l", model="transformer", batch_size=128, lr=0.0015, d_model=256,
+                           d_ff=64, num_heads=4, num_layers=2, dropout=0.2, min_freq=2),
+    # One ingredient at a time against "transformer".
+    "tf+fused": replace(_TF, fused=True),
+    "tf+bucket": replace(_TF, bucket=True),
+    "tf+warmup": replace(_TF, schedule="warmup", lr=2e-3),
+    "tf+smooth": replace(_TF, label_smoothing=0.1),
+    "tf+shape": replace(_TF, d_model=128, d_ff=256),
+    "tf+bpe": replace(_TF, tokens="bpe"),
+    "tf+beam": replace(_TF, beam=4, length_penalty=0.6),
+    "recipe": _RECIPE,
+}
+LABELS = {
+    "gru": "GRU seq2seq (course_lib)",
+    "bahdanau": "GRU + Bahdanau (course_lib)",
+    "transformer": "Transformer (course_lib)",
+    "d2l-gru": "d2l book GRU seq2seq",
+    "d2l-bahdanau": "d2l book GRU + Bahdanau",
+    "d2l-transformer": "d2l book Transformer",
+    "recipe": "Transformer, CPU recipe (course_lib)",
+}
+
+
+def label_of(name: str) -> str:
+    return LABELS.get(name, f"Transformer {name[3:]} (course_lib)" if name.startswith("tf+") else name)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_data(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+    """Training pairs, test pairs and a description, from the real file."""
+    from course_lib.fra_eng import read_fra_eng, split_pairs, verify_fra_eng
+
+    path = Path(args.data)
+    if not path.exists():
+        raise SystemExit(
+            f"{path} does not exist. Get the data with\n"
+            "    .venv/bin/python -c 'from course_lib.fra_eng import download_fra_eng; print(download_fra_eng())'\n"
+            "and pass the printed path with --data (or set COURSE_FRA_ENG)."
+        )
+    verify_fra_eng(path)  # D2L's archive, or any file holding D2L's fra.txt
+    pairs = read_fra_eng(path, max_pairs=args.lines or None)
+    splits = split_pairs(pairs, n_valid=0, n_test=args.n_test, seed=args.seed)
+    n_src = len({en for en, _ in splits.test})
+    desc = (f"{path.name}: first {len(pairs)} pairs of fra.txt, {len(splits.train)} training pairs, "
+            f"{len(splits.test)} test pairs ({n_src} distinct English sentences, none in training)")
+    return splits.train, splits.test, desc
+
+
+def cpu_seconds() -> float:
+    return time.process_time()
+
+
+def rss_mb() -> float:
+    """Current resident memory in MB (Linux /proc; falls back to the peak)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --------------------------------------------------------------------------- training loop
+
+
+def train_for_budget(model, next_batch, loss_of, run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    """Adam + gradient clipping (norm 1) until the CPU budget (or ``--max-steps``) is used.
+
+    The budget is checked after every step; the learning rate follows ``run.schedule``.
+    Only a running mean of the loss is kept (no list of every point).
+    """
+    import torch
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=run.lr)
+    budget = args.cpu_seconds
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    steps, recent, recent_n = 0, 0.0, 0
+    model.train()
+    while True:
+        used = cpu_seconds() - cpu0
+        if run.schedule == "warmup":
+            frac = min(used / budget, 1.0) if budget else 0.0
+            factor = min(1.0, (steps + 1) / run.warmup_steps) * max(1.0 - frac, 0.02)
+            for group in optimizer.param_groups:
+                group["lr"] = run.lr * factor
+        loss = loss_of(next_batch())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        steps += 1
+        recent = 0.98 * recent + float(loss.detach())
+        recent_n = 0.98 * recent_n + 1
+        if (budget and cpu_seconds() - cpu0 >= budget) or (args.max_steps and steps >= args.max_steps):
+            break
+    model.eval()
+    return {"steps": steps, "train_cpu_seconds": cpu_seconds() - cpu0,
+            "train_wall_seconds": time.perf_counter() - wall0, "final_loss": recent / max(recent_n, 1e-9)}
+
+
+def endless(loader):
+    """Batches from a DataLoader, epoch after epoch; counts epochs."""
+    endless.epochs = 0  # type: ignore[attr-defined]
+    while True:
+        for batch in loader:
+            yield batch
+        endless.epochs += 1  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- course_lib runs
+
+
+def use_fused_attention_in_training(model) -> int:
+    """Make every ``MultiHeadAttention`` of ``model`` skip its weights (fused SDPA kernel).
+
+    ``course_lib.transformer``'s blocks always ask for the attention weights (lessons plot
+    them), which rules out PyTorch's fused kernel. This benchmark-local switch sets
+    ``need_weights=False`` on each module instance; it changes nothing else (step-by-step
+    decoding has its own path). A library switch is planned with issue #12.
+    """
+    import functools
+
+    from course_lib.multihead import MultiHeadAttention
+
+    n = 0
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.forward = functools.partial(MultiHeadAttention.forward, module, need_weights=False)
+            n += 1
+    return n
+
+
+def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
+    import torch
+
+    from course_lib.bpe import BPE
+    from course_lib.data import build_vocabs, detokenize, make_translation_loader, tokenize
+    from course_lib.decoding import beam_search_batch, greedy_decode
+    from course_lib.training import seq2seq_loss
+
+    info: dict[str, Any] = {}
+    if run.tokens == "bpe":
+        t0 = cpu_seconds()
+        src_tok = BPE.train([en for en, _ in train], run.bpe_merges)
+        tgt_tok = BPE.train([fr for _, fr in train], run.bpe_merges)
+        info["bpe_train_cpu_seconds"] = cpu_seconds() - t0
+        src_split, tgt_split, to_text = src_tok, tgt_tok, tgt_tok.decode
+    else:
+        src_split, tgt_split, to_text = tokenize, tokenize, detokenize
+    token_pairs = [(src_split(en), tgt_split(fr)) for en, fr in train]
+    src_vocab, tgt_vocab = build_vocabs(token_pairs, min_freq=run.min_freq)
+    info.update(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
+                mean_tgt_tokens=sum(len(t) for _, t in token_pairs) / len(token_pairs))
+    max_len = args.max_len
+    loader = make_translation_loader(token_pairs, src_vocab, tgt_vocab, run.batch_size, max_len=max_len,
+                                     fixed_length=False, seed=args.seed, bucket=run.bucket)
+    if run.model == "transformer":
+        from course_lib.transformer import Transformer, TransformerConfig
+
+        cfg = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=run.d_model, num_heads=run.num_heads,
+                                d_ff=run.d_ff, num_layers=run.num_layers, dropout=run.dropout,
+                                max_len=max_len + 2)
+        model = Transformer(cfg)
+    else:
+        from course_lib.seq2seq import AttentionSeq2Seq, Seq2Seq, Seq2SeqConfig
+
+        cfg = Seq2SeqConfig(len(src_vocab), len(tgt_vocab), embed_size=run.rnn_embed,
+                            num_hiddens=run.rnn_hiddens, num_layers=2, dropout=run.dropout)
+        model = (Seq2Seq if run.model == "gru" else AttentionSeq2Seq)(cfg)
+    if run.fused:
+        info["fused_modules"] = use_fused_attention_in_training(model)
+    info["config"] = asdict(cfg)
+    info["params"] = sum(p.numel() for p in model.parameters())
+    info["rss_before_training_mb"] = rss_mb()
+
+    batches = endless(loader)
+    history = train_for_budget(
+        model, lambda: next(batches),
+        lambda b: seq2seq_loss(model, b, label_smoothing=run.label_smoothing), run, args)
+    info.update(history)
+    info["epochs_done"] = endless.epochs  # type: ignore[attr-defined]
+
+    def translate_all(sources: list[str]) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(sources), 128):
+            ids = [src_vocab.encode(src_split(s))[: max_len - 1] + [src_vocab.eos] for s in sources[i:i + 128]]
+            width = max(len(x) for x in ids)
+            src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids])
+            lens = torch.tensor([len(x) for x in ids])
+            if run.beam > 1:
+                seqs = [h[0][0] for h in beam_search_batch(
+                    model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, beam_size=run.beam,
+                    max_len=max_len, length_penalty=run.length_penalty, n_best=1)]
+            else:
+                seqs = greedy_decode(model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos,
+                                     max_len=max_len)
+            out += [to_text(tgt_vocab.decode(s)) for s in seqs]
+        return out
+
+    return info, translate_all
+
+
+# --------------------------------------------------------------------------- d2l runs
+
+
+def d2l_book_models():
+    """Faithful minimal copies of the D2L book's decoders and loss missing from d2l 1.0.3.
+
+    Chapter 10.7 ``Seq2SeqDecoder``, 11.4 ``Seq2SeqAttentionDecoder``, 11.7
+    ``TransformerDecoderBlock`` / ``TransformerDecoder``, and the book's ``Seq2Seq.loss``
+    (cross-entropy averaged over non-padding target tokens), on top of d2l's own
+    ``Seq2SeqEncoder``, ``TransformerEncoder``, attention modules and ``Seq2Seq``.
+    """
+    import torch
+    from torch import nn
+
+    from course_lib.d2l_compat import import_d2l
+
+    d2l = import_d2l()
+
+    class Seq2SeqDecoder(d2l.Decoder):
+        def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+            super().__init__()
+            self.embedding = nn.Embedding(vocab_size, embed_size)
+            self.rnn = d2l.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout)
+            self.dense = nn.LazyLinear(vocab_size)
+            self.apply(d2l.init_seq2seq)
+
+        def init_state(self, enc_all_outputs, *args):
+            return enc_all_outputs
+
+        def forward(self, X, state):
+            embs = self.embedding(X.t().type(torch.int32))  # (T, B, embed)
+            enc_output, hidden_state = state
+            context = enc_output[-1].repeat(embs.shape[0], 1, 1)  # (T, B, hidden)
+            outputs, hidden_state = self.rnn(torch.cat((embs, context), -1), hidden_state)
+            return self.dense(outputs).swapaxes(0, 1), [enc_output, hidden_state]
+
+    class Seq2SeqAttentionDecoder(d2l.AttentionDecoder):
+        def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+            super().__init__()
+            self.attention = d2l.AdditiveAttention(num_hiddens, dropout)
+            self.embedding = nn.Embedding(vocab_size, embed_size)
+            self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout=dropout)
+            self.dense = nn.LazyLinear(vocab_size)
+            self.apply(d2l.init_seq2seq)
+
+        def init_state(self, enc_outputs, enc_valid_lens):
+            outputs, hidden_state = enc_outputs
+            return (outputs.permute(1, 0, 2), hidden_state, enc_valid_lens)
+
+        def forward(self, X, state):
+            enc_outputs, hidden_state, enc_valid_lens = state
+            X = self.embedding(X).permute(1, 0, 2)  # (T, B, embed)
+            outputs = []
+            for x in X:
+                query = torch.unsqueeze(hidden_state[-1], dim=1)  # (B, 1, hidden)
+                context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+                x = torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)
+                out, hidden_state = self.rnn(x.permute(1, 0, 2), hidden_state)
+                outputs.append(out)
+            outputs = self.dense(torch.cat(outputs, dim=0))
+            return outputs.permute(1, 0, 2), [enc_outputs, hidden_state, enc_valid_lens]
+
+    class TransformerDecoderBlock(nn.Module):
+        def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout, i):
+            super().__init__()
+            self.i = i
+            self.attention1 = d2l.MultiHeadAttention(num_hiddens, num_heads, dropout)
+            self.addnorm1 = d2l.AddNorm(num_hiddens, dropout)
+            self.attention2 = d2l.MultiHeadAttention(num_hiddens, num_heads, dropout)
+            self.addnorm2 = d2l.AddNorm(num_hiddens, dropout)
+            self.ffn = d2l.PositionWiseFFN(ffn_num_hiddens, num_hiddens)
+            self.addnorm3 = d2l.AddNorm(num_hiddens, dropout)
+
+        def forward(self, X, state):
+            enc_outputs, enc_valid_lens = state[0], state[1]
+            key_values = X if state[2][self.i] is None else torch.cat((state[2][self.i], X), dim=1)
+            state[2][self.i] = key_values
+            if self.training:  # the book's causal mask, in training only
+                batch_size, num_steps, _ = X.shape
+                dec_valid_lens = torch.arange(1, num_steps + 1, device=X.device).repeat(batch_size, 1)
+            else:
+                dec_valid_lens = None
+            Y = self.addnorm1(X, self.attention1(X, key_values, key_values, dec_valid_lens))
+            Z = self.addnorm2(Y, self.attention2(Y, enc_outputs, enc_outputs, enc_valid_lens))
+            return self.addnorm3(Z, self.ffn(Z)), state
+
+    class TransformerDecoder(d2l.AttentionDecoder):
+        def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout):
+            super().__init__()
+            self.num_hiddens, self.num_blks = num_hiddens, num_blks
+            self.embedding = nn.Embedding(vocab_size, num_hiddens)
+            self.pos_encoding = d2l.PositionalEncoding(num_hiddens, dropout)
+            self.blks = nn.Sequential()
+            for i in range(num_blks):
+                self.blks.add_module("block" + str(i), TransformerDecoderBlock(
+                    num_hiddens, ffn_num_hiddens, num_heads, dropout, i))
+            self.dense = nn.LazyLinear(vocab_size)
+
+        def init_state(self, enc_outputs, enc_valid_lens):
+            return [enc_outputs, enc_valid_lens, [None] * self.num_blks]
+
+        def forward(self, X, state):
+            X = self.pos_encoding(self.embedding(X) * math.sqrt(self.num_hiddens))
+            for blk in self.blks:
+                X, state = blk(X, state)
+            return self.dense(X), state
+
+    class BookSeq2Seq(d2l.Seq2Seq):
+        def loss(self, Y_hat, Y):
+            l = super(d2l.Seq2Seq, self).loss(Y_hat, Y, averaged=False)
+            mask = (Y.reshape(-1) != self.tgt_pad).type(torch.float32)
+            return (l * mask).sum() / mask.sum()
+
+    return d2l, Seq2SeqDecoder, Seq2SeqAttentionDecoder, TransformerDecoder, BookSeq2Seq
+
+
+def run_d2l(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
+    import torch
+
+    d2l, Seq2SeqDecoder, Seq2SeqAttentionDecoder, TransformerDecoder, BookSeq2Seq = d2l_book_models()
+    # D2L's own data pipeline (preprocess, split on spaces, Vocab(min_freq=2), fixed
+    # num_steps), fed with our training pairs instead of its first 512 lines.
+    data = d2l.MTFraEng.__new__(d2l.MTFraEng)
+    data.num_steps, data.num_train, data.num_val, data.batch_size = run.num_steps, len(train), 0, run.batch_size
+    raw = "\n".join(f"{en}\t{fr}" for en, fr in train)
+    arrays, src_vocab, tgt_vocab = data._build_arrays(raw)
+    data.src_vocab, data.tgt_vocab = src_vocab, tgt_vocab
+    info: dict[str, Any] = {"src_vocab": len(src_vocab), "tgt_vocab": len(tgt_vocab),
+                            "num_steps": run.num_steps}
+    pad = tgt_vocab["<pad>"]
+    if run.model == "transformer":
+        encoder = d2l.TransformerEncoder(len(src_vocab), run.d_model, run.d_ff, run.num_heads,
+                                         run.num_layers, run.dropout)
+        decoder = TransformerDecoder(len(tgt_vocab), run.d_model, run.d_ff, run.num_heads,
+                                     run.num_layers, run.dropout)
+    else:
+        encoder = d2l.Seq2SeqEncoder(len(src_vocab), run.rnn_embed, run.rnn_hiddens, 2, run.dropout)
+        dec_cls = Seq2SeqDecoder if run.model == "gru" else Seq2SeqAttentionDecoder
+        decoder = dec_cls(len(tgt_vocab), run.rnn_embed, run.rnn_hiddens, 2, run.dropout)
+    model = BookSeq2Seq(encoder, decoder, tgt_pad=pad, lr=run.lr)
+    with torch.no_grad():  # materialise the lazy layers, as d2l's Trainer does with a first batch
+        model(arrays[0][:2], arrays[1][:2], arrays[2][:2])
+    info["params"] = sum(p.numel() for p in model.parameters())
+    info["rss_before_training_mb"] = rss_mb()
+    dataset = torch.utils.data.TensorDataset(*arrays)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=run.batch_size, shuffle=True,
+                                         generator=torch.Generator().manual_seed(args.seed))
+    batches = endless(loader)
+    history = train_for_budget(model, lambda: next(batches),
+                               lambda b: model.loss(model(*b[:-1]), b[-1]), run, args)
+    info.update(history)
+    info["epochs_done"] = endless.epochs  # type: ignore[attr-defined]
+
+    def translate_all(sources: list[str]) -> list[str]:
+        from course_lib.data import detokenize
+
+        out: list[str] = []
+        eos = tgt_vocab["<eos>"]
+        for i in range(0, len(sources), 128):
+            chunk = sources[i:i + 128]
+            batch = data.build(chunk, ["."] * len(chunk))  # the target is only read for <bos>
+            with torch.no_grad():
+                preds, _ = model.predict_step(batch, "cpu", run.num_steps)
+            for row in preds.tolist():
+                toks = []
+                for idx in row:
+                    if idx == eos:
+                        break
+                    toks.append(tgt_vocab.to_tokens(idx))
+                out.append(detokenize(toks))
+        return out
+
+    return info, translate_all
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def evaluate(translate_all, test: list[tuple[str, str]], args) -> dict[str, Any]:
+    import sacrebleu
+
+    from course_lib.data import tokenize
+    from course_lib.metrics import corpus_bleu, sentence_bleu_d2l_mean
+
+    refs_by_src: dict[str, list[str]] = {}
+    for en, fr in test:
+        refs_by_src.setdefault(en, []).append(fr)
+    sources = list(refs_by_src)
+    cpu0 = cpu_seconds()
+    hyps = translate_all(sources)
+    decode_cpu = cpu_seconds() - cpu0
+    refs = [refs_by_src[s] for s in sources]
+    width = max(len(r) for r in refs)
+    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
+    metric = sacrebleu.BLEU(lowercase=True)
+    sacre = metric.corpus_score(hyps, streams)
+    own = corpus_bleu([tokenize(h) for h in hyps], [[tokenize(x) for x in r] for r in refs])
+    hyp_of = dict(zip(sources, hyps))
+    d2l_bleu = sentence_bleu_d2l_mean([tokenize(hyp_of[en]) for en, _ in test],
+                                      [tokenize(fr) for _, fr in test], k=2)
+    # Length buckets chosen from the data: source-length quartiles, in words.
+    lengths = sorted(len(tokenize(s)) for s in sources)
+    cuts = sorted({lengths[int(q * (len(lengths) - 1))] for q in (0.25, 0.5, 0.75)})
+    edges = [lengths[0]] + [c + 1 for c in cuts if lengths[0] <= c < lengths[-1]] + [lengths[-1] + 1]
+    buckets = {}
+    for lo, hi in zip(edges, edges[1:]):
+        idx = [i for i, s in enumerate(sources) if lo <= len(tokenize(s)) < hi]
+        if idx:
+            key = f"{lo}-{hi - 1}" if hi - 1 > lo else f"{lo}"
+            b_streams = [[refs[i][j] if j < len(refs[i]) else None for i in idx] for j in range(width)]
+            buckets[key] = {"n": len(idx), "sacrebleu": sacrebleu.corpus_bleu(
+                [hyps[i] for i in idx], b_streams, lowercase=True).score}
+    shown = sorted(sources, key=lambda s: (len(tokenize(s)), s))
+    picks = [shown[len(shown) // 2], shown[-3], shown[-2], shown[-1]]
+    return {
+        "sacrebleu": sacre.score,
+        "sacrebleu_signature": str(metric.get_signature()),
+        "own_token_bleu": own,
+        "d2l_bleu_k2": d2l_bleu,
+        "decode_cpu_seconds": decode_cpu,
+        "test_sources": len(sources),
+        "buckets": buckets,
+        "examples": [{"src": s, "ref": refs_by_src[s][0], "hyp": hyp_of[s]} for s in picks],
+    }
+
+
+def run_worker(name: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    from course_lib.training import set_seed
+
+    torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    run = RUNS[name]
+    train, test, desc = load_data(args)
+    worker = run_d2l if run.family == "d2l" else run_course
+    info, translate_all = worker(name, run, train, test, args)
+    result = {"run": name, "label": label_of(name), "data": desc, "settings": asdict(run),
+              "threads": torch.get_num_threads(), **info}
+    result.update(evaluate(translate_all, test, args))
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def markdown(results: list[dict]) -> str:
+    lines = [
+        "| run | params | steps | train CPU s | peak RSS MB (before training) | sacreBLEU | own-token BLEU | D2L BLEU k=2 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['label']} | {r['params']:,} | {r['steps']:,} | {r['train_cpu_seconds']:.0f} | "
+            f"{r['peak_rss_mb']:.0f} ({r['rss_before_training_mb']:.0f}) | {r['sacrebleu']:.1f} | "
+            f"{r['own_token_bleu']:.1f} | {r['d2l_bleu_k2']:.3f} |")
+    keys = list(results[0]["buckets"])
+    lines += ["", "sacreBLEU by source length in words (buckets: quartiles of the test sources):", "",
+              "| run | " + " | ".join(f"{k} (n={results[0]['buckets'][k]['n']})" for k in keys) + " |",
+              "|---|" + "---:|" * len(keys)]
+    for r in results:
+        lines.append(f"| {r['label']} | " + " | ".join(
+            f"{r['buckets'][k]['sacrebleu']:.1f}" if k in r["buckets"] else "-" for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", default="gru,bahdanau,transformer,d2l-gru,d2l-bahdanau,d2l-transformer,recipe",
+                   help="comma-separated runs: " + ", ".join(RUNS))
+    p.add_argument("--data", default=os.environ.get("COURSE_FRA_ENG") or str(DEFAULT_DATA),
+                   help="fra-eng.zip or fra.txt (default $COURSE_FRA_ENG or ../shared/data/fra-eng.zip)")
+    p.add_argument("--lines", type=int, default=21000, help="read the first N pairs (0: the whole file)")
+    p.add_argument("--n-test", type=int, default=1000, help="test pairs held out (English never in training)")
+    p.add_argument("--cpu-seconds", type=float, default=60.0, help="training CPU-time budget per run")
+    p.add_argument("--max-steps", type=int, default=0, help="stop earlier after this many steps (0: no limit)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--max-len", type=int, default=40, help="course_lib runs: cap on source/target tokens")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.worker:
+        print("RESULT " + json.dumps(run_worker(args.worker, args)), flush=True)
+        return
+    names = [m.strip() for m in args.runs.split(",") if m.strip()]
+    unknown = [m for m in names if m not in RUNS]
+    if unknown:
+        raise SystemExit(f"unknown run(s) {unknown}; choose from {', '.join(RUNS)}")
+    if not Path(args.data).exists():
+        load_data(args)  # exits with instructions
+    print(f"date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; python {platform.python_version()}; "
+          f"{os.cpu_count()} CPUs; torch threads per worker: {args.threads}; CPU budget per run: "
+          f"{args.cpu_seconds:g} s" + (f"; at most {args.max_steps} steps" if args.max_steps else ""))
+    print(f"command: {' '.join([Path(sys.executable).name, 'benchmarks/bench_real_translation.py', *argv])}",
+          flush=True)
+    results = []
+    for name in names:
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--worker", name],
+                              capture_output=True, text=True,
+                              env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")})
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            sys.stderr.write(proc.stderr[-4000:])
+            print(f"run {name} failed with exit code {proc.returncode}", flush=True)
+            continue
+        r = json.loads(lines[-1][len("RESULT "):])
+        results.append(r)
+        print(f"{r['label']:40s} {r['params']:>9,} params, {r['steps']:>6,} steps in {r['train_cpu_seconds']:.0f} "
+              f"CPU s ({r['train_wall_seconds']:.0f} s wall, {r['epochs_done']} epochs), peak RSS "
+              f"{r['peak_rss_mb']:.0f} MB, vocab {r['src_vocab']}/{r['tgt_vocab']}: sacreBLEU {r['sacrebleu']:.1f}, "
+              f"own-token BLEU {r['own_token_bleu']:.1f}, D2L BLEU {r['d2l_bleu_k2']:.3f}", flush=True)
+        for ex in r["examples"]:
+            print(f"    {ex['src']}  ->  {ex['hyp']}   (ref: {ex['ref']})", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    if not results:
+        raise SystemExit("every run failed")
+    print(f"\ndata: {results[0]['data']}\nsacreBLEU signature: {results[0]['sacrebleu_signature']}\n")
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
