@@ -3,16 +3,20 @@
 Each model is trained for the same wall-time budget in its own fresh Python process
 (so peak memory figures do not mix), then decodes the held-out test split greedily.
 Reported per model: training wall time, peak resident memory (``ru_maxrss`` of the
-worker process), test BLEU as standard corpus BLEU (0-100, sacrebleu's definition,
-:func:`course_lib.metrics.corpus_bleu`) and as D2L's sentence formula with k=2 averaged
-over the test pairs (0-1, :func:`course_lib.metrics.sentence_bleu_d2l_mean`), and BLEU per
-source-length bucket (the fixed-context bottleneck of the plain GRU model shows there).
+worker process), and test BLEU three ways: sacreBLEU on the detokenised, readable output
+against the raw references (13a tokenisation, lower-cased: the figure comparable with
+published ones); corpus BLEU with sacrebleu's formula on the course's own word tokens
+(:func:`course_lib.metrics.corpus_bleu`; higher, since ``l' homme`` counts as two tokens);
+and D2L's sentence formula with k=2 averaged over the test pairs (0-1,
+:func:`course_lib.metrics.sentence_bleu_d2l_mean`). Also BLEU per source-length bucket,
+buckets chosen from the test data (the fixed-context bottleneck of the plain GRU model
+shows there). For the real Tatoeba file and D2L's models, see ``bench_real_translation.py``.
 
 Data:
 * default: the generated English -> French corpus (:mod:`course_lib.corpus`); no
   English sentence is shared between the training and test splits;
 * ``--fra-eng PATH`` (or ``$COURSE_FRA_ENG``): the first ``--fra-eng-lines`` lines of a
-  Tatoeba ``fra.txt``; the test split holds ``--n-test`` source sentences that never occur
+  Tatoeba ``fra.txt``; the test split holds ``--n-test`` pairs whose source sentences never occur
   in training (:func:`course_lib.fra_eng.split_pairs`);
 * ``--write-fake-fra-eng PATH`` writes a small file in Tatoeba's format (generated
   sentences, sorted by length like fra.txt, with an attribution column) for a smoke run.
@@ -47,8 +51,17 @@ if str(ROOT) not in sys.path:
 
 MODELS = ("seq2seq", "bahdanau", "transformer")
 LABELS = {"seq2seq": "GRU seq2seq", "bahdanau": "GRU + Bahdanau attention", "transformer": "Transformer"}
-# Source-length buckets (tokens, <eos> not counted), inclusive bounds.
-BUCKETS = ((1, 5), (6, 8), (9, 11), (12, 15), (16, 99))
+# Source-length buckets (tokens, <eos> not counted) are chosen from the test data: the
+# quintiles of the source lengths (fra.txt's first lines are all short, so fixed buckets
+# would leave most of them empty).
+
+
+def length_buckets(lengths: list[int], parts: int = 5) -> list[tuple[int, int]]:
+    """Inclusive (lo, hi) token-length ranges that split ``lengths`` into ~equal groups."""
+    ordered = sorted(lengths)
+    cuts = sorted({ordered[(i * (len(ordered) - 1)) // parts] for i in range(1, parts)})
+    edges = [ordered[0]] + [c + 1 for c in cuts if ordered[0] <= c < ordered[-1]] + [ordered[-1] + 1]
+    return [(lo, hi - 1) for lo, hi in zip(edges, edges[1:])]
 
 
 # --------------------------------------------------------------------------- data
@@ -61,8 +74,9 @@ def load_splits(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
 
         pairs = read_fra_eng(args.fra_eng, max_pairs=args.fra_eng_lines)
         splits = split_pairs(pairs, n_valid=0, n_test=args.n_test, seed=args.seed)
+        n_src = len({en for en, _ in splits.test})
         desc = (f"fra-eng file {args.fra_eng}: first {len(pairs)} lines, {len(splits.train)} training "
-                f"pairs, {len(splits.test)} test pairs ({args.n_test} unseen source sentences)")
+                f"pairs, {len(splits.test)} test pairs ({n_src} distinct source sentences, none in training)")
         return splits.train, splits.test, desc
     from course_lib.corpus import make_splits
 
@@ -107,11 +121,8 @@ def build_model(name: str, src_vocab_size: int, tgt_vocab_size: int, args: argpa
 # --------------------------------------------------------------------------- one model
 
 
-def bucket_of(n: int) -> str:
-    for lo, hi in BUCKETS:
-        if lo <= n <= hi:
-            return f"{lo}-{hi}" if hi < 99 else f"{lo}+"
-    return "other"
+def bucket_name(lo: int, hi: int) -> str:
+    return f"{lo}-{hi}" if hi > lo else f"{lo}"
 
 
 def score(hyps: list[list[str]], refs: list[list[list[str]]]) -> dict[str, float]:
@@ -122,6 +133,18 @@ def score(hyps: list[list[str]], refs: list[list[list[str]]]) -> dict[str, float
         "corpus_bleu": corpus_bleu(hyps, refs),
         "d2l_bleu_k2": sentence_bleu_d2l_mean(hyps, [r[0] for r in refs], k=2),
     }
+
+
+def sacre_bleu(hyps: list[str], refs: list[list[str]]) -> float | None:
+    """Standard sacreBLEU (13a, lower-cased) of readable text against raw references, or
+    None without the sacrebleu package (a dev dependency)."""
+    try:
+        import sacrebleu
+    except ImportError:
+        return None
+    width = max(len(r) for r in refs)
+    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
+    return sacrebleu.BLEU(lowercase=True).corpus_score(hyps, streams).score
 
 
 def cpu_seconds() -> float:
@@ -169,7 +192,7 @@ def train_model(model, loader, lr: float, args: argparse.Namespace) -> dict:
 def run_worker(name: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from course_lib.data import build_vocabs, make_translation_loader, tokenize
+    from course_lib.data import build_vocabs, detokenize, make_translation_loader, tokenize
     from course_lib.decoding import greedy_decode
     from course_lib.training import set_seed
 
@@ -190,8 +213,10 @@ def run_worker(name: str, args: argparse.Namespace) -> dict:
 
     # Test: one hypothesis per *distinct* source, scored against all its references.
     refs_by_src: dict[str, list[list[str]]] = {}
+    raw_refs_by_src: dict[str, list[str]] = {}
     for en, fr in test:
         refs_by_src.setdefault(en, []).append(tokenize(fr))
+        raw_refs_by_src.setdefault(en, []).append(fr)
     sources = list(refs_by_src)
     start = time.perf_counter()
     hyps: list[list[str]] = []
@@ -212,9 +237,11 @@ def run_worker(name: str, args: argparse.Namespace) -> dict:
     pair_refs = [[tokenize(fr)] for _, fr in test]
     result = score(hyps, refs)
     result["d2l_bleu_k2"] = score(pair_hyps, pair_refs)["d2l_bleu_k2"]
+    result["sacrebleu"] = sacre_bleu([detokenize(h) for h in hyps],
+                                     [raw_refs_by_src[s] for s in sources])
     buckets: dict[str, dict[str, float]] = {}
-    for lo, hi in BUCKETS:
-        key = bucket_of(lo)
+    for lo, hi in length_buckets([len(tokenize(s)) for s in sources]):
+        key = bucket_name(lo, hi)
         idx = [i for i, s in enumerate(sources) if lo <= len(tokenize(s)) <= hi]
         if idx:
             buckets[key] = {"n": len(idx), **score([hyps[i] for i in idx], [refs[i] for i in idx])}
@@ -249,15 +276,16 @@ def worker_command(name: str, argv: list[str]) -> list[str]:
 
 def markdown_table(results: list[dict]) -> str:
     lines = [
-        "| model | params | epochs (steps) | train wall s (CPU s) | peak RSS MB | corpus BLEU (0-100) | D2L BLEU k=2 (0-1) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| model | params | epochs (steps) | train wall s (CPU s) | peak RSS MB | sacreBLEU (detokenised) | corpus BLEU on own tokens (0-100) | D2L BLEU k=2 (0-1) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(f"| {LABELS[r['model']]} | {r['params']:,} | {r['epochs']} ({r['steps']}) | "
-                     f"{r['train_seconds']:.1f} ({r['train_cpu_seconds']:.0f}) | {r['peak_rss_mb']:.0f} | {r['corpus_bleu']:.1f} | "
+                     f"{r['train_seconds']:.1f} ({r['train_cpu_seconds']:.0f}) | {r['peak_rss_mb']:.0f} | "
+                     f"{'-' if r.get('sacrebleu') is None else format(r['sacrebleu'], '.1f')} | {r['corpus_bleu']:.1f} | "
                      f"{r['d2l_bleu_k2']:.3f} |")
-    keys = [k for k in (bucket_of(lo) for lo, _ in BUCKETS) if any(k in r["buckets"] for r in results)]
-    lines += ["", "Corpus BLEU (0-100) by source length in tokens (number of test sentences):", "",
+    keys = list(results[0]["buckets"])  # the same test data, so the same buckets, for every model
+    lines += ["", "Corpus BLEU on own tokens (0-100) by source length in tokens (number of test sentences):", "",
               "| model | " + " | ".join(f"{k} (n={results[0]['buckets'].get(k, {}).get('n', 0)})" for k in keys) + " |",
               "|---|" + "---:|" * len(keys)]
     for r in results:
@@ -279,7 +307,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch threads per worker")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-train", type=int, default=8000, help="generated corpus: training pairs")
-    p.add_argument("--n-test", type=int, default=1000, help="test source sentences")
+    p.add_argument("--n-test", type=int, default=1000,
+                   help="test pairs (with --fra-eng, split_pairs: no test source in training)")
     p.add_argument("--fra-eng", default=os.environ.get("COURSE_FRA_ENG"),
                    help="Tatoeba fra.txt to use instead of the generated corpus (default $COURSE_FRA_ENG)")
     p.add_argument("--fra-eng-lines", type=int, default=10000, help="read the first N lines of --fra-eng")
