@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed. ``"public": True`` marks the common mistakes that the public checks alone (the
+learner's ``course-grade --check``) catch.
 
 Each mistake is written as one small edit of the solution cell (:func:`_edit` checks that
 the edited text is really there, so a change to the solution cannot silently turn a
@@ -36,6 +38,7 @@ MISTAKES = {
         "replace": _edit("online_update", ("new_sum = correction * running_sum + ", "new_sum = running_sum + ")),
         "fails": ["test_update_public", "test_update"],
         "may_fail": _TILED_TESTS,  # tiled_attention calls the learner's update
+        "public": True,
     },
     "max_not_subtracted_safely": {
         # exp(-inf - (-inf)) = NaN for a row whose scores are all masked so far
@@ -49,12 +52,14 @@ MISTAKES = {
         "replace": _edit("tiled", ("acc = correction * acc + ", "acc = acc + ")),
         "fails": ["test_tiled_public", "test_tiled"],
         "may_fail": ["test_tiled_causal", "test_tiled_skips"],
+        "public": True,
     },
     "accumulator_rescaled_by_inverse": {
         # exp(m' - m) instead of exp(m - m'): the direction of the rescaling reversed
         "replace": _edit("tiled", ("acc = correction * acc + ", "acc = acc / correction + ")),
         "fails": ["test_tiled_public", "test_tiled"],
         "may_fail": ["test_tiled_causal", "test_tiled_skips"],
+        "public": True,
     },
     "accumulator_rescaled_by_sum_ratio": {
         # normalising as it goes with the ratio of sums, but then also dividing by the sum at the end
@@ -70,11 +75,13 @@ MISTAKES = {
         # range(0, q_start) instead of range(0, q_end): the diagonal tile (each query's own key) is dropped
         "replace": _edit("tiled", ("last_key = q_end if is_causal", "last_key = q_start if is_causal")),
         "fails": ["test_tiled_public", "test_tiled_causal", "test_tiled_skips"],
+        "public": True,
     },
     "causal_diagonal_tile_unmasked": {
         # tiles above the diagonal are skipped, but the diagonal tile lets queries see the keys after them
         "replace": _edit("tiled", ("if is_causal and k_end - 1 > q_start:", "if False:")),
         "fails": ["test_tiled_public", "test_tiled_causal", "test_tiled_skips"],
+        "public": True,
     },
     "causal_tiles_computed_then_masked": {
         # correct numbers, but every tile is computed: the T x T work the causal tiling should halve
@@ -91,6 +98,7 @@ MISTAKES = {
             "x1, x2 = x[..., 0::2], x[..., 1::2]\n"
             "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)")),
         "fails": ["test_rotary_public", "test_rotary"],
+        "public": True,
     },
     "rotary_rotated_backwards": {
         # the sign of the sine swapped: still relative, but not RoPE's rotation
@@ -98,6 +106,7 @@ MISTAKES = {
             "torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
             "torch.cat([x1 * cos + x2 * sin, -x1 * sin + x2 * cos], dim=-1)")),
         "fails": ["test_rotary_public", "test_rotary"],
+        "public": True,
     },
     "rotary_exponent_i_over_D": {
         # theta_i = 10000^(-i/D) with i the pair index: half the exponent it should be
@@ -110,6 +119,7 @@ MISTAKES = {
         # x.repeat cycles through the heads (0, 1, 0, 1) instead of repeating each (0, 0, 1, 1)
         "replace": _edit("gqa", ("x.repeat_interleave(num_repeats, dim=1)", "x.repeat(1, num_repeats, 1, 1)")),
         "fails": ["test_gqa_public", "test_gqa"],
+        "public": True,
     },
     "wrong_answers": {
         "replace": {"answers": '''
