@@ -1,22 +1,28 @@
-"""nbgrader configuration of the course (used for AUTHORING and generating exercises).
+"""nbgrader configuration of the course repository (authoring: generating ``exercises/``).
 
 nbgrader turns the instructor notebooks in ``solutions/<assignment>/`` into the learner
 versions in ``exercises/<assignment>/`` (``scripts/generate_exercises.sh``). Grading is
 done by ``course-grade`` (course_lib.grading), not by ``nbgrader autograde``: see
-docs/GRADING.md for why.
+docs/GRADING.md for why. The course's rules (instructor-only files such as ``mistakes.py``
+never released, stderr never fails a cell in Validate or autograde, nbgrader usable
+without activating the virtual environment) live in ``course_lib.grading.nbgrader_course``
+and are shared with the nbgrader course folders that ``course-grade init-course`` creates.
 """
 
 import os
+import sys
 
 c = get_config()  # noqa: F821 - injected by nbgrader
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
+if _ROOT not in sys.path:  # course_lib importable even when nbgrader is not run from the venv
+    sys.path.insert(0, _ROOT)
+
+from course_lib.grading.nbgrader_course import configure  # noqa: E402
+
+configure(c)
 c.CourseDirectory.root = _ROOT
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 # generate_assignment: no gradebook is needed to produce the learner versions.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(os.environ.get("TMPDIR", "/tmp"), "course-nbgrader-gradebook.db")
-# Clear outputs and execution counts so the released notebooks diff cleanly.
-c.ClearOutput.enabled = True
-# Files of solutions/<assignment>/ that must not be released to learners.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "mistakes.py", "*.md"]

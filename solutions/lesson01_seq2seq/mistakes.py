@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 _ENCODER_INIT = '''
@@ -48,6 +50,7 @@ MISTAKES = {
         return outputs, state
 '''},
         "fails": ["test_encoder_public", "test_encoder"],
+        "public": True,
     },
     # The state of a padded row taken as its top-layer output at the last real token, for every layer.
     "encoder_state_from_outputs": {
@@ -90,6 +93,7 @@ MISTAKES = {
         return self.dense(outputs), (context, hidden)
 '''},
         "fails": ["test_decoder_public", "test_decoder"],
+        "public": True,
     },
     "decoder_context_only_at_first_step": {
         "replace": {"decoder": _DECODER_INIT + '''
@@ -116,6 +120,7 @@ MISTAKES = {
     return tokens
 '''},
         "fails": ["test_greedy_public", "test_greedy"],
+        "public": True,
     },
     "greedy_feeds_bos_every_step": {
         "replace": {"greedy_decode": _GREEDY_HEAD + '''
@@ -181,6 +186,7 @@ def greedy_decode(model, src, src_valid_lens, bos_id, eos_id, max_len):
     return score
 '''},
         "fails": ["test_bleu_public", "test_bleu"],
+        "public": True,
     },
     "bleu_equal_ngram_weights": {
         "replace": {"bleu": _BLEU_HEAD + '''
@@ -211,6 +217,7 @@ def masked_cross_entropy(logits, targets, valid_lens):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 '''},
         "fails": ["test_loss_public", "test_loss"],
+        "public": True,
     },
     # D2L's MaskedSoftmaxCELoss: each row averaged over all L positions (pads as zeros), then over rows.
     "loss_divides_by_padded_length": {

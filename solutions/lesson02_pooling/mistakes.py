@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 MISTAKES = {
@@ -13,6 +15,7 @@ def gaussian_weights(queries, keys, width=1.0):
     return torch.softmax(-diffs**2 / (2 * width**2), dim=0)  # normalises each key's column
 '''},
         "fails": ["test_gaussian_weights_public", "test_gaussian_weights"],
+        "public": True,
         "may_fail": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
     },
     "missing_factor_two": {
@@ -50,6 +53,7 @@ def epanechnikov_kernel(u):
     return 0.75 * (1 - u**2)  # negative outside the window
 '''},
         "fails": ["test_kernels_public", "test_kernels", "test_kernel_weights_public", "test_kernel_weights"],
+        "public": True,
     },
     "no_empty_window_fallback": {
         "replace": {"kernel_weights": '''
@@ -58,6 +62,7 @@ def kernel_weights(queries, keys, kernel, width=1.0):
     return scores / scores.sum(dim=-1, keepdim=True)  # NaN where no key is in the window
 '''},
         "fails": ["test_kernel_weights_public", "test_kernel_weights"],
+        "public": True,
     },
     "kernel_weights_without_width": {
         "replace": {"kernel_weights": '''

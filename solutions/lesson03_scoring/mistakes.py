@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 MISTAKES = {
@@ -19,7 +21,8 @@ class DotProductAttention(nn.Module):
         self.attention_weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(self.attention_weights), values)
 '''},
-        "fails": ["test_dot_product"],
+        "fails": ["test_dot_product_public", "test_dot_product"],
+        "public": True,
     },
     "softmax_wrong_axis": {
         "replace": {"masked_softmax": '''
@@ -33,6 +36,7 @@ def masked_softmax(scores, valid_lens=None):
     return torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=1), nan=0.0)
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "public": True,
         "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
     },
     "mask_after_softmax": {
@@ -48,6 +52,7 @@ def masked_softmax(scores, valid_lens=None):
     return weights * keep  # zeroed after the softmax, not renormalised
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "public": True,
         "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
     },
     "valid_lens_2d_ignored": {
@@ -62,6 +67,7 @@ def masked_softmax(scores, valid_lens=None):
     return torch.softmax(scores.masked_fill(~keep, -1e9), dim=-1)
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "public": True,
         "may_fail": ["test_dot_product", "test_additive"],
     },
     "additive_without_tanh": {

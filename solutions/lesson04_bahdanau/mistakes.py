@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 _INIT = '''
@@ -70,6 +72,7 @@ MISTAKES = {
     "valid_lens_ignored": {
         "replace": {"bahdanau_decoder": _forward("hidden[-1].unsqueeze(1)", valid_lens="None")},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model", "test_decoder_masking"],
+        "public": True,
     },
     # The GRU reads the embedding only; the context joins its output before the dense layer.
     "context_after_gru": {
@@ -100,6 +103,7 @@ class BahdanauDecoder(nn.Module):
         return self.dense(torch.cat(outputs, dim=1)), (enc_outputs, hidden, src_valid_lens)
 '''},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "public": True,
     },
     # Attends once, before the loop, and reuses that context at every step.
     "context_computed_once": {

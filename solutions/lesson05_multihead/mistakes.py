@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 _SPLIT_MERGE = '''
@@ -36,9 +38,24 @@ def _mha(body: str) -> str:
     return _INIT + "\n    def forward(self, query, key, value, key_padding_mask=None):\n" + body
 
 
-_MHA_FAILS = ["test_mha", "test_mha_padding"]
+# the public check compares one example with torch.nn.MultiheadAttention: it fails too
+_MHA_FAILS = ["test_mha_public", "test_mha", "test_mha_padding"]
 
 MISTAKES = {
+    "missing_sqrt": {
+        "replace": {"multihead_attention": _mha('''
+        q = split_heads(self.q_proj(query), self.num_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)
+        v = split_heads(self.v_proj(value), self.num_heads)
+        scores = q @ k.transpose(-2, -1)  # forgot / sqrt(D)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        self.attention_weights = torch.softmax(scores, dim=-1)
+        return self.out_proj(merge_heads(self.attention_weights @ v))
+''')},
+        "fails": _MHA_FAILS,
+        "public": True,
+    },
     "scrambled_head_reshape": {
         "replace": {"split_merge": '''
 def split_heads(x, num_heads):
@@ -51,6 +68,7 @@ def merge_heads(x):
     return x.reshape(batch, steps, heads * head_dim)  # the matching wrong inverse
 '''},
         "fails": ["test_split_merge_public", "test_split_merge"] + _MHA_FAILS,
+        "public": True,
     },
     "merge_without_transpose": {
         "replace": {"split_merge": '''
@@ -64,6 +82,7 @@ def merge_heads(x):
     return x.reshape(batch, steps, heads * head_dim)  # forgot to move H back behind T
 '''},
         "fails": ["test_split_merge_public", "test_split_merge"] + _MHA_FAILS,
+        "public": True,
     },
     "forgot_output_projection": {
         "replace": {"multihead_attention": _mha('''
@@ -77,6 +96,7 @@ def merge_heads(x):
         return merge_heads(self.attention_weights @ v)  # no W_o
 ''')},
         "fails": _MHA_FAILS,
+        "public": True,
     },
     "scaled_by_sqrt_embed_dim": {
         "replace": {"multihead_attention": _mha('''
@@ -90,6 +110,7 @@ def merge_heads(x):
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": _MHA_FAILS,
+        "public": True,
     },
     "mask_convention_inverted": {
         "replace": {"multihead_attention": _mha('''
@@ -103,6 +124,7 @@ def merge_heads(x):
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": ["test_mha_public", "test_mha_padding"],
+        "public": True,
     },
     "mask_after_softmax": {
         "replace": {"multihead_attention": _mha('''
@@ -116,6 +138,7 @@ def merge_heads(x):
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": ["test_mha_public", "test_mha_padding"],
+        "public": True,
     },
     "renamed_parameters": {
         "replace": {"multihead_attention": '''
@@ -140,7 +163,8 @@ class MultiHeadAttention(nn.Module):
         self.attention_weights = torch.softmax(scores, dim=-1)
         return self.W_o(merge_heads(self.attention_weights @ v))
 '''},
-        "fails": ["test_mha_public"] + _MHA_FAILS,
+        "fails": _MHA_FAILS,
+        "public": True,
     },
     "wrong_answers": {
         "replace": {"answers": '''

@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 
@@ -40,6 +42,7 @@ MISTAKES = {
         "replace": {"sinusoidal_encoding": _table("torch.cos(angles)[:, : (embed_dim + 1) // 2]",
                                                   "torch.sin(angles[:, : embed_dim // 2])")},
         "fails": ["test_encoding_public", "test_encoding"],
+        "public": True,
         "may_fail": _MODULE_TESTS,
     },
     "exponent_i_over_E": {
@@ -57,11 +60,13 @@ MISTAKES = {
     "table_not_a_buffer": {
         "replace": {"positional_encoding": _module("self.P = sinusoidal_encoding(max_len, embed_dim)[None]")},
         "fails": ["test_module_public", "test_module_buffer"],
+        "public": True,
     },
     "table_as_parameter": {
         "replace": {"positional_encoding": _module(
             "self.P = nn.Parameter(sinusoidal_encoding(max_len, embed_dim)[None], requires_grad=False)")},
         "fails": ["test_module_public", "test_module_buffer"],
+        "public": True,
     },
     "embeddings_rescaled_in_module": {
         "replace": {"positional_encoding": _module(
@@ -84,6 +89,7 @@ def shift_matrix(shift, embed_dim):
     return matrix
 '''},
         "fails": ["test_shift_public", "test_shift"],
+        "public": True,
     },
     "wrong_answers": {
         "replace": {"answers": '''

@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 _ENCODER_INIT = '''
@@ -44,6 +46,7 @@ def causal_mask(num_steps):
     return torch.tril(torch.ones(num_steps, num_steps, dtype=torch.bool), diagonal=-1)
 '''},
         "fails": ["test_causal_mask_public", "test_causal_mask", "test_decoder_block"],
+        "public": True,
         "may_fail": ["test_decoder_block_public"],
     },
     "causal_mask_one_future_token": {
@@ -52,6 +55,7 @@ def causal_mask(num_steps):
     return torch.tril(torch.ones(num_steps, num_steps, dtype=torch.bool), diagonal=1)
 '''},
         "fails": ["test_causal_mask_public", "test_causal_mask", "test_decoder_block_public", "test_decoder_block"],
+        "public": True,
     },
     "norm_before_residual_add": {
         "replace": {"addnorm": _ADDNORM_INIT + '''
@@ -59,6 +63,7 @@ def causal_mask(num_steps):
         return X + self.norm(self.dropout(Y))  # normalizes the sub-layer output only
 '''},
         "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
     "missing_residual": {
@@ -67,6 +72,7 @@ def causal_mask(num_steps):
         return self.norm(self.dropout(Y))  # forgot to add X
 '''},
         "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
     "ffn_relu_on_output": {
@@ -82,6 +88,7 @@ class PositionWiseFFN(nn.Module):
         return torch.relu(self.dense2(self.dropout(self.dense1(X))))  # ReLU after the wrong layer
 '''},
         "fails": ["test_ffn_public", "test_ffn", "test_encoder_block", "test_decoder_block"],
+        "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
     "encoder_ignores_padding": {
@@ -104,6 +111,7 @@ class PositionWiseFFN(nn.Module):
         return self.addnorm3(X, self.ffn(X))
 '''},
         "fails": ["test_decoder_block_public", "test_decoder_block"],
+        "public": True,
     },
     "decoder_mask_convention_flipped": {
         # True means "may attend" for SDPA but "not allowed" for nn.MultiheadAttention
@@ -117,6 +125,7 @@ class PositionWiseFFN(nn.Module):
         return self.addnorm3(X, self.ffn(X))
 '''},
         "fails": ["test_decoder_block_public", "test_decoder_block"],
+        "public": True,
     },
     "cross_attention_queries_from_encoder": {
         # the seed's mistake: the decoder "is the key that queries the encoder"
@@ -130,6 +139,7 @@ class PositionWiseFFN(nn.Module):
         return self.addnorm3(X, self.ffn(X))
 '''},
         "fails": ["test_decoder_block_public", "test_decoder_block"],
+        "public": True,
     },
     "wrong_answers": {
         "replace": {"answers": '''

@@ -2,7 +2,9 @@
 
 Each entry: a learner notebook is built from the SOLUTION by replacing the source of the
 cells named in ``replace`` (by nbgrader grade_id); grading it must fail (at least) the
-tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``.
+tests in ``fails`` and pass every test not listed in ``fails`` or ``may_fail``, under every
+seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mistakes that the
+public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
 _ATTENTION_INIT = '''
@@ -44,6 +46,7 @@ MISTAKES = {
         return self.c_proj((weights @ v).transpose(1, 2).reshape(B, T, E))
 '''},
         "fails": ["test_causal_attention_public", "test_causal_attention"],
+        "public": True,
     },
     "scrambled_head_reshape": {
         # (B, T, E) viewed directly as (B, H, T, D): heads mix positions and features
@@ -70,6 +73,7 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "public": True,
         "may_fail": ["test_sampling_public"],
     },
     "temperature_multiplies": {
@@ -81,6 +85,7 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "public": True,
     },
     "top_k_after_softmax_not_renormalised": {
         "replace": {"next_token_probs": _PROBS_HEAD + '''
@@ -91,6 +96,7 @@ MISTAKES = {
     return probs
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs"],
+        "public": True,
     },
     "top_k_filter_with_zero_logits": {
         # 0 is not -inf: the filtered tokens keep probability exp(0) / Z
@@ -102,6 +108,7 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "public": True,
         "may_fail": ["test_sampling_public"],
     },
     "sampling_ignores_top_k": {
@@ -111,6 +118,7 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
     return torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]
 '''},
         "fails": ["test_sampling_public", "test_sampling"],
+        "public": True,
     },
     "cache_with_top_left_causal_mask": {
         # F.scaled_dot_product_attention's is_causal aligns the mask to the top-left corner

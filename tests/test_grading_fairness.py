@@ -1,0 +1,121 @@
+"""Same notebook, same grade: random test inputs never hide a listed typical mistake.
+
+For every assignment in ``solutions/`` (discovered, so a new assignment is covered without
+editing this file) and every typical mistake of its ``mistakes.py``, each test cell runs
+under 50 seeds, seeded exactly as ``course-grade --seed S`` seeds it
+(:mod:`course_lib.grading.fairness`), and must give the same verdict under every seed. The
+solution passes every test under every seed. Mistakes marked ``"public": True`` are the
+common ones the learner's self-check (public tests only) must catch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from course_lib.grading.fairness import outcomes_under_seeds
+from course_lib.grading.generate import list_assignments
+from course_lib.grading.notebook import Assignment, SourceNotebook
+from course_lib.grading.runner import grade_submission
+from course_lib.grading.sandbox import SandboxConfig
+from course_lib.grading.testing import load_mistakes, variant, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = list_assignments(ROOT)
+SEEDS = range(50)
+CASES = [(a, m) for a in ASSIGNMENTS for m in ["solution", *load_mistakes(ROOT / "solutions" / a)]]
+
+
+def _grade_ids(nb_path: Path) -> set[str]:
+    nb = json.loads(nb_path.read_text("utf-8"))
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]} - {None}
+
+
+def _case_notebook(source: SourceNotebook, assignment: str, mistake: str) -> dict:
+    if mistake == "solution":
+        return variant(source.path)
+    spec = load_mistakes(ROOT / "solutions" / assignment)[mistake]
+    ids = _grade_ids(source.path)
+    return variant(source.path, replace={k: v for k, v in spec["replace"].items() if k in ids})
+
+
+@pytest.mark.parametrize("name, mistake", CASES)
+def test_same_grade_under_every_seed(name, mistake):
+    assignment = Assignment.load(ROOT / "solutions" / name)
+    spec = {} if mistake == "solution" else load_mistakes(ROOT / "solutions" / name)[mistake]
+    failed: set[str] = set()
+    for source in assignment.notebooks.values():
+        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake), SEEDS)
+        unstable = {g: f"passed for seeds {p[:5]}..., failed for seeds {f[:5]}... ({outcomes.messages[g]})"
+                    for g, (p, f) in outcomes.unstable().items()}
+        assert unstable == {}, f"{name} {mistake}: the verdict of these tests depends on the random inputs"
+        assert len(outcomes.scores()) == 1
+        failed |= outcomes.always_failed()
+    if mistake == "solution":
+        assert failed == set(), f"{name}: the solution fails {sorted(failed)}"
+        return
+    assert set(spec["fails"]) <= failed, f"{name} {mistake}: {sorted(set(spec['fails']) - failed)} should fail"
+    extra = failed - set(spec["fails"]) - set(spec.get("may_fail", []))
+    assert extra == set(), f"{name} {mistake}: also fails {sorted(extra)}"
+
+
+PUBLIC_CASES = [(a, m) for a in ASSIGNMENTS for m, s in load_mistakes(ROOT / "solutions" / a).items() if s.get("public")]
+
+
+@pytest.mark.parametrize("name, mistake", PUBLIC_CASES)
+def test_self_check_catches_common_mistakes(name, mistake):
+    """The public part of the tests alone (``course-grade --check``) fails the common mistakes."""
+    assignment = Assignment.load(ROOT / "solutions" / name)
+    failed: set[str] = set()
+    for source in assignment.notebooks.values():
+        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake), range(5), public_only=True)
+        assert outcomes.unstable() == {}
+        failed |= outcomes.always_failed()
+    assert failed, f"{name} {mistake}: the public checks pass this common mistake"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_assignment_names_common_mistakes(name):
+    mistakes = load_mistakes(ROOT / "solutions" / name)
+    assert any(s.get("public") for s in mistakes.values()), \
+        f"{name}: mark the most common mistakes of mistakes.py with \"public\": True"
+
+
+def test_harness_seeds_tests_as_the_grader_does(tmp_path):
+    """For a fixed --seed, the real grader (sandbox, proxies) and the in-process harness agree
+    test by test, so 50 harness seeds stand for 50 grader runs."""
+    name = "lesson03_scoring"
+    assignment = Assignment.load(ROOT / "solutions" / name)
+    source = next(iter(assignment.notebooks.values()))
+    notebook = _case_notebook(source, name, "valid_lens_2d_ignored")
+    path = write_notebook(notebook, tmp_path / "learner" / f"{source.name}.ipynb")
+    for seed in (3, 11):
+        graded = grade_submission(assignment, "learner", {source.name: path}, seed=seed,
+                                  config=SandboxConfig(cell_timeout=60, call_timeout=30))
+        by_grader = {t.grade_id for nb in graded.notebooks for t in nb.tests if not t.passed}
+        assert by_grader == outcomes_under_seeds(source, notebook, [seed]).always_failed()
+
+
+def test_harness_finds_a_draw_that_hides_a_mistake(tmp_path):
+    """Test the test: a hidden test that may draw D = 1 is reported as unstable for a
+    missing sqrt(D), and is stable once D >= 2."""
+    def make(low: int) -> dict:
+        code = lambda src, **nbg: {"cell_type": "code", "execution_count": None, "outputs": [], "source": src,  # noqa: E731
+                                   "metadata": {"nbgrader": {"schema_version": 3, **nbg}} if nbg else {}}
+        return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            code("import math\nimport torch\nfrom course_lib.grading.checks import fresh_rng, rand_int, randn"),
+            code("def scores(q, k):\n    ### BEGIN SOLUTION\n    return q @ k.T / math.sqrt(q.shape[-1])\n"
+                 "    ### END SOLUTION", grade=False, solution=True, locked=False, grade_id="scores"),
+            code("### BEGIN HIDDEN TESTS\nrng = fresh_rng()\n"
+                 f"D = rand_int(rng, {low}, 2)\nq, k = randn(rng, 3, D), randn(rng, 4, D)\n"
+                 "assert torch.allclose(scores(q, k), q @ k.T / math.sqrt(D))\n### END HIDDEN TESTS",
+                 grade=True, solution=False, locked=True, points=2, grade_id="test_scores")]}
+    wrong = {"scores": "def scores(q, k):\n    return q @ k.T"}
+    for low, expect_unstable in ((1, True), (2, False)):
+        path = write_notebook(make(low), tmp_path / f"low{low}" / "scores.ipynb")
+        source = SourceNotebook.load(path)
+        outcomes = outcomes_under_seeds(source, variant(path, replace=wrong), SEEDS)
+        assert bool(outcomes.unstable()) is expect_unstable
+        assert outcomes_under_seeds(source, variant(path), SEEDS).always_failed() == set()
