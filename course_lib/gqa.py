@@ -118,7 +118,7 @@ class GroupedQueryAttention(nn.Module):
         if query.dim() != 3 or key.dim() != 3 or value.dim() != 3 or query.shape[-1] != self.embed_dim:
             raise ValueError(f"query, key and value must be (B, L, E={self.embed_dim}), (B, S, E), (B, S, E); "
                              f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-        start = len(cache) if cache is not None and layer < len(cache.keys) else 0
+        start = cache.keys[layer].shape[2] if cache is not None and layer < len(cache.keys) else 0  # this layer's t
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
         k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, G, S, D)
         v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, G, S, D)

@@ -78,6 +78,22 @@ def test_cached_decoding_equals_full_pass(rotary):
     assert cache.keys[0].shape == (2, 2, 9, 4)  # G = 2 heads cached, not H = 4
 
 
+def test_cached_decoding_with_two_rotary_layers():
+    # each layer reads its own number of cached positions (layer 0 is updated before layer 1 runs)
+    torch.manual_seed(4)
+    layers = [GroupedQueryAttention(16, 4, 2, rotary=True, rotary_max_len=32).double().eval() for _ in range(2)]
+
+    def stack(x, cache=None):
+        for i, layer in enumerate(layers):
+            x = x + layer(x, x, x, is_causal=True, cache=cache, layer=i)
+        return x
+
+    x = torch.randn(1, 7, 16, dtype=F64)
+    cache = KVCache()
+    steps = [stack(x[:, :3], cache)] + [stack(x[:, t: t + 1], cache) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), stack(x))
+
+
 def test_rotary_makes_scores_shift_invariant():
     torch.manual_seed(3)
     gqa = GroupedQueryAttention(16, 2, 1, rotary=True).double()
