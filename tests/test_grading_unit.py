@@ -38,7 +38,7 @@ def test_assert_tensor_close_reports_max_error_index_and_shapes():
         checks.assert_tensor_close(actual, expected, name="masked_softmax")
     msg = str(info.value)
     assert msg.startswith("masked_softmax: max abs error 0.31 at index (1, 0, 2)")
-    assert "expected shape (2, 3, 5), got (2, 3, 5)" in msg
+    assert "shape" not in msg  # the shapes agree: not worth a word
     checks.assert_tensor_close(expected + 1e-7, expected, name="ok")  # within tolerance
 
 
@@ -84,6 +84,24 @@ def test_call_turns_exceptions_into_clear_failures():
         checks.call(broken, 1)
     with pytest.raises(SandboxDied):
         checks.call(lambda: (_ for _ in ()).throw(SandboxDied("gone")))
+
+
+def test_failed_call_shows_only_the_learners_frames():
+    """In Jupyter (IPython renders ``_render_traceback_``), a stub's failure shows the learner's
+    ``raise NotImplementedError()`` and the test line, never a frame of checks.py."""
+    def masked_softmax(scores):
+        raise NotImplementedError()
+
+    with pytest.raises(checks.CheckFailed) as info:
+        checks.call(masked_softmax, torch.zeros(2), name="masked_softmax")
+    assert str(info.value) == "calling masked_softmax raised NotImplementedError"
+    text = "\n".join(info.value._render_traceback_())
+    assert "in masked_softmax" in text and "raise NotImplementedError()" in text
+    assert "checks.call(masked_softmax" in text  # the test's own line
+    assert "checks.py" not in text
+    with pytest.raises(checks.CheckFailed) as info:
+        checks.assert_shape(torch.zeros(2), (3,), name="out")
+    assert "checks.py" not in "\n".join(info.value._render_traceback_())
 
 
 def test_fresh_rng_is_random_unless_replayed():
@@ -267,8 +285,9 @@ def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys)
     sub = tmp_path / "class"
     write_notebook(variant(SOLUTION, replace={"answers": WRONG_ANSWERS}), sub / "ben" / "scoring.ipynb")
     (sub / "ann.ipynb").write_text("{ not a notebook")
-    out = tmp_path / "grades"
-    args = ["lesson03_scoring", str(sub), "--out", str(out), "--jobs", "1"]  # --jobs 2: test_grading_security
+    top = tmp_path / "grades"
+    out = top / "lesson03_scoring"  # one folder per assignment
+    args = ["lesson03_scoring", str(sub), "--out", str(top), "--jobs", "1"]  # --jobs 2: test_grading_security
     assert cli.main(args) == 0
     first = (out / "grades.csv").read_text()
     lines = first.splitlines()
@@ -276,7 +295,9 @@ def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys)
     assert lines[1].startswith("ann,lesson03_scoring,0,") and lines[1].endswith(",0,15,invalid notebook")
     assert lines[2].startswith("ben,lesson03_scoring,1,3,") and lines[2].endswith(",0,0,1,13,15,ok")
     assert (out / "feedback" / "ann.html").exists() and (out / "feedback" / "ben.html").exists()
-    capsys.readouterr()
+    assert json.loads((out / "grades.json").read_text())["answer_key"]["path"] == str(SOLUTION.parent)
+    printed = capsys.readouterr().out
+    assert f"answer key: {SOLUTION.parent} (the nbgrader course at {ROOT})" in printed  # the repository
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     assert "previous grades.csv kept as" in printed
@@ -284,15 +305,79 @@ def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys)
     kept = list(out.glob("grades.*.csv"))
     assert len(kept) == 1 and kept[0].read_text() == first
     assert list(out.glob("feedback.*"))
+    # a second assignment into the same --out moves nothing of the first aside
+    stub5 = ROOT / "exercises" / "lesson05_multihead" / "multihead.ipynb"
+    write_notebook(json.loads(stub5.read_text()), tmp_path / "class5" / "ben" / "multihead.ipynb")
+    assert cli.main(["lesson05_multihead", str(tmp_path / "class5"), "--out", str(top), "--jobs", "1"]) == 0
+    assert (out / "grades.csv").read_text() == first and len(list(out.glob("grades.*.csv"))) == 1
+    assert (top / "lesson05_multihead" / "grades.csv").is_file()
+    assert (top / "lms_grades.csv").read_text().splitlines() == [
+        "student,lesson03_scoring,lesson05_multihead,total", "ann,0,,0", "ben,13,0,13"]
+    assert (top / "lms_max_points.csv").read_text().splitlines()[1:] == [
+        "lesson03_scoring,15", "lesson05_multihead,13", "total,28"]
 
 
-def test_cli_check_runs_public_tests_only(tmp_path, capsys):
+def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit_tests: dict[str, str] | None = None,
+                      assignment: str = "lesson03_scoring", notebook: str = "scoring") -> Path:
+    """A learner's notebook as a learner has it: the RELEASED notebook (nbgrader checksums,
+    metadata) with the solution cells filled in (from the solution, or ``replace``)."""
+    solution = json.loads((ROOT / "solutions" / assignment / f"{notebook}.ipynb").read_text("utf-8"))
+    code = {}
+    for cell in solution["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution"):
+            code[meta["grade_id"]] = "\n".join(line for line in "".join(cell["source"]).split("\n")
+                                               if "### " not in line)
+    code.update(replace or {})
+    code.update(edit_tests or {})
+    released = json.loads((ROOT / "exercises" / assignment / f"{notebook}.ipynb").read_text("utf-8"))
+    return write_notebook(variant(released, replace=code), path)
+
+
+def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
     answers = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "e"\nANSWER_MASK = "c"'
-    nb = write_notebook(variant(SOLUTION, replace={"answers": answers}), tmp_path / "scoring.ipynb")
-    code = cli.main(["--check", str(nb), "lesson03_scoring"])
+    nb = _learner_notebook(tmp_path / "mywork" / "scoring.ipynb", replace={"answers": answers})
+    code = cli.main(["--check", str(nb)])
     text = capsys.readouterr().out
     assert code == 1
+    assert text.startswith("Self-check of lesson03_scoring, notebook scoring.ipynb")  # from metadata, not mywork/
     failed = [line for line in text.splitlines() if "FAIL" in line]
     assert len(failed) == 1 and "test_answer_sqrt" in failed[0] and "not one of the choices" in failed[0]
-    assert "[  PASS  ] test_answer_variance" in text  # a wrong number passes the public sanity check
-    assert "[ hidden ] test_dot_product" in text
+    # a wrong number passes the public format check, and is not counted as points
+    assert "[  PASS  ] test_answer_variance: public part passed; its 1 point(s) are decided by hidden tests" in text
+    assert "[ hidden ] test_dot_product (3 points)" in text
+    assert "[  PASS  ] test_masked_softmax: public part passed; its 3 point(s) are decided by hidden tests" in text
+    assert "Public checks: 3 of 3 points." in text
+    assert "12 more points come from hidden tests that run only when your teacher grades" in text
+    assert "Maximum grade: 15 points." in text
+
+
+def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsys):
+    from course_lib.grading.testing import load_mistakes
+    wrong = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["mask_after_softmax"]["replace"]
+    no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
+    nb = _learner_notebook(tmp_path / "a" / "scoring.ipynb", replace=no_sqrt)
+    assert cli.main(["--check", str(nb)]) == 1
+    text = capsys.readouterr().out
+    assert "[  FAIL  ] test_dot_product_public (0/1)" in text and "Public checks: 2 of 3 points." in text
+    # mask after the softmax, and the public test that would catch it emptied by the learner
+    cheat = {**wrong, "test_masked_softmax_public": "pass"}
+    nb = _learner_notebook(tmp_path / "b" / "scoring.ipynb", edit_tests=cheat)
+    assert cli.main(["--check", str(nb)]) == 1
+    text = capsys.readouterr().out
+    assert "[  ????  ] test_masked_softmax_public (1 points): not checked: this test cell was changed" in text
+    assert "--release" in text and "1 points were not checked: test_masked_softmax_public." in text
+    # with the released notebook, its version of the test runs (and fails)
+    release = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
+    assert cli.main(["--check", str(nb), "--release", str(release)]) == 1
+    text = capsys.readouterr().out
+    assert "[  FAIL  ] test_masked_softmax_public (0/1)" in text
+    assert "was modified in your notebook; the original test was run instead" in text
+
+
+def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
+    nb = write_notebook({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                         "cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],
+                                    "execution_count": None}]}, tmp_path / "plain.ipynb")
+    assert cli.main(["--check", str(nb)]) == 2
+    assert "has no nbgrader test cells" in capsys.readouterr().err

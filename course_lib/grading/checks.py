@@ -16,8 +16,9 @@ the grader replays with ``--seed``, from that seed and the test's ``grade_id``),
 learner cannot hard-code answers for fixed inputs.
 
 Every failure raises ``AssertionError`` whose message says what was checked and how it
-failed, e.g. ``masked_softmax: max abs error 0.31 at index (1, 0, 2) (atol 1e-05,
-rtol 0.0001); expected shape (2, 3, 5), got (2, 3, 5)``.
+failed, e.g. ``masked_softmax: max abs error 0.31 at index (1, 0, 2) (expected 0.5, got 0.19;
+atol 1e-05, rtol 0.0001; 4 of 30 values out of tolerance)``; the shape is named only when it
+differs from the expected one.
 """
 
 from __future__ import annotations
@@ -25,14 +26,48 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import traceback
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
 __all__ = [
-    "fresh_rng", "fresh_seed", "rand_int", "randn", "assert_tensor_close", "assert_shape",
+    "CheckFailed", "fresh_rng", "fresh_seed", "rand_int", "randn", "assert_tensor_close", "assert_shape",
     "assert_equal", "assert_number", "assert_choice", "assert_isinstance", "call", "call_method",
 ]
+
+class CheckFailed(AssertionError):
+    """A failed check. In Jupyter, its traceback shows only the learner's frames.
+
+    IPython always shows the frame an exception was raised in, which for a check is this
+    module's; ``_render_traceback_`` (IPython's hook) leaves out every frame of this module
+    and shows the learner's code that raised (for :func:`call`), the test cell's line and
+    the message.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines: list[str] = []
+        cause = self.__cause__
+        if cause is not None and cause.__traceback__ is not None:
+            theirs = [f for f in traceback.extract_tb(cause.__traceback__) if _shown(f.filename)]
+            if theirs:
+                lines.append("Traceback of your code (most recent call last):")
+                lines.extend(item.rstrip("\n") for item in traceback.format_list(theirs))
+                lines.append(f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__)
+                lines.append("")
+        here = [f for f in traceback.extract_tb(self.__traceback__) if _shown(f.filename)] \
+            if self.__traceback__ is not None else []
+        if here:
+            lines.append("Check that failed:")
+            lines.extend(item.rstrip("\n") for item in traceback.format_list(here))
+        lines.append(f"AssertionError: {self}")
+        return lines
+
+
+def _shown(filename: str) -> bool:
+    """Frames worth showing a learner: not this module's, not IPython's machinery."""
+    return filename != __file__ and not any(part in filename for part in ("/IPython/", "/ipykernel/"))
+
 
 # Set by the grader for exact replay (``course-grade --seed``); None = os.urandom.
 _seed_base: bytes | None = None
@@ -110,11 +145,12 @@ def _short_repr(value: Any, limit: int = 80) -> str:
 
 def assert_shape(actual: Any, shape: Sequence[int], *, name: str) -> None:
     """Check that ``actual`` is a tensor of exactly ``shape``."""
+    __tracebackhide__ = True
     actual = _to_tensor(actual)
     if not isinstance(actual, torch.Tensor):
-        raise AssertionError(f"{name}: expected a tensor of shape {tuple(shape)}, got {_describe(actual)}")
+        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(shape)}, got {_describe(actual)}")
     if tuple(actual.shape) != tuple(shape):
-        raise AssertionError(f"{name}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
+        raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
 
 
 def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 1e-5,
@@ -135,44 +171,44 @@ def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 
     Raises:
         AssertionError: with the shape, dtype, NaN position or largest error and its index.
     """
+    __tracebackhide__ = True
     actual, expected = _to_tensor(actual), _to_tensor(expected)
     if not isinstance(expected, torch.Tensor):
         expected = torch.as_tensor(expected)
     if not isinstance(actual, torch.Tensor):
-        raise AssertionError(f"{name}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}")
+        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}")
     if tuple(actual.shape) != tuple(expected.shape):
-        raise AssertionError(f"{name}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}")
+        raise CheckFailed(f"{name}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}")
     if check_dtype and actual.dtype != expected.dtype:
-        raise AssertionError(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
+        raise CheckFailed(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
     if actual.is_complex() or expected.is_complex():
-        raise AssertionError(f"{name}: complex tensors are not supported by this check")
+        raise CheckFailed(f"{name}: complex tensors are not supported by this check")
     a = actual.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
-    shape_note = f"expected shape {tuple(e.shape)}, got {tuple(a.shape)}"
     if a.numel() == 0:
         return
     nan_a, nan_e = torch.isnan(a), torch.isnan(e)
     if not torch.equal(nan_a, nan_e):
         idx = _first_index(nan_a != nan_e)
         where = "is NaN" if bool(nan_a[idx]) else "is not NaN"
-        raise AssertionError(f"{name}: value at index {_fmt_idx(idx)} {where} (expected {_fmt(e[idx])}, "
-                             f"got {_fmt(a[idx])}); {shape_note}")
+        raise CheckFailed(f"{name}: value at index {_fmt_idx(idx)} {where} (expected {_fmt(e[idx])}, "
+                             f"got {_fmt(a[idx])})")
     inf_a = torch.isinf(a)
     inf_mismatch = (inf_a != torch.isinf(e)) | (inf_a & (a != e))
     if bool(inf_mismatch.any()):
         idx = _first_index(inf_mismatch)
-        raise AssertionError(f"{name}: infinite value mismatch at index {_fmt_idx(idx)} (expected "
-                             f"{_fmt(e[idx])}, got {_fmt(a[idx])}); {shape_note}")
+        raise CheckFailed(f"{name}: infinite value mismatch at index {_fmt_idx(idx)} (expected "
+                             f"{_fmt(e[idx])}, got {_fmt(a[idx])})")
     finite = ~(nan_a | inf_a)
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     bound = atol + rtol * torch.where(finite, e.abs(), torch.zeros_like(a))
     bad = err > bound
     if bool(bad.any()):
         idx = _first_max(torch.where(bad, err, torch.full_like(err, -1.0)))
-        raise AssertionError(
+        raise CheckFailed(
             f"{name}: max abs error {float(err[idx]):.3g} at index {_fmt_idx(idx)} (expected {_fmt(e[idx])}, "
             f"got {_fmt(a[idx])}; atol {atol:g}, rtol {rtol:g}; {int(bad.sum())} of {a.numel()} values "
-            f"out of tolerance); {shape_note}")
+            f"out of tolerance)")
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -207,6 +243,7 @@ def assert_equal(actual: Any, expected: Any, *, name: str) -> None:
     Only plain Python values are accepted, so an object with an always-true ``__eq__``
     does not pass. Tensors are compared with ``torch.equal`` (same shape and values).
     """
+    __tracebackhide__ = True
     if isinstance(expected, torch.Size):
         expected = tuple(expected)
     if isinstance(actual, torch.Size):
@@ -214,12 +251,12 @@ def assert_equal(actual: Any, expected: Any, *, name: str) -> None:
     if isinstance(expected, torch.Tensor):
         actual = _to_tensor(actual)
         if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or not torch.equal(actual, expected):
-            raise AssertionError(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
+            raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
         return
     if not _is_plain_value(actual):
-        raise AssertionError(f"{name}: expected {_short_repr(expected)}, got {_describe(actual)}")
+        raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_describe(actual)}")
     if type(actual) is bool and type(expected) is not bool or actual != expected:
-        raise AssertionError(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
+        raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
 
 
 def _is_plain_value(value: Any) -> bool:
@@ -243,8 +280,9 @@ def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1
         rel_tol: relative tolerance.
         abs_tol: absolute tolerance.
     """
+    __tracebackhide__ = True
     if answer is None:
-        raise AssertionError(f"{name}: not answered (still None)")
+        raise CheckFailed(f"{name}: not answered (still None)")
     value: float
     if type(answer) in (int, float):
         value = float(answer)
@@ -252,13 +290,13 @@ def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1
         try:
             value = float(answer.strip())
         except ValueError:
-            raise AssertionError(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
+            raise CheckFailed(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
     elif isinstance(answer, torch.Tensor) and type(answer) is torch.Tensor and answer.numel() == 1:
         value = float(answer.item())
     else:
-        raise AssertionError(f"{name}: expected a number, got {_describe(answer)}")
+        raise CheckFailed(f"{name}: expected a number, got {_describe(answer)}")
     if not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
-        raise AssertionError(f"{name}: {value:g} is not the right value")
+        raise CheckFailed(f"{name}: {value:g} is not the right value")
 
 
 def _normalise_choice(value: str) -> str:
@@ -283,18 +321,19 @@ def assert_choice(answer: Any, correct: str | Iterable[str], *, name: str,
         name: the question, e.g. ``"ANSWER_MASK"``.
         choices: all valid choices; an answer outside them gets a message listing them.
     """
+    __tracebackhide__ = True
     if answer is None:
-        raise AssertionError(f"{name}: not answered (still None)")
+        raise CheckFailed(f"{name}: not answered (still None)")
     if type(answer) is not str:
-        raise AssertionError(f"{name}: expected one of the choices as a string, got {_describe(answer)}")
+        raise CheckFailed(f"{name}: expected one of the choices as a string, got {_describe(answer)}")
     accepted = {_normalise_choice(c) for c in ([correct] if isinstance(correct, str) else correct)}
     given = _normalise_choice(answer)
     if choices is not None:
         valid = [_normalise_choice(c) for c in choices]
         if given not in valid:
-            raise AssertionError(f"{name}: {answer!r} is not one of the choices {', '.join(valid)}")
+            raise CheckFailed(f"{name}: {answer!r} is not one of the choices {', '.join(valid)}")
     if given not in accepted:
-        raise AssertionError(f"{name}: {answer!r} is not the right choice")
+        raise CheckFailed(f"{name}: {answer!r} is not the right choice")
 
 
 def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
@@ -304,6 +343,7 @@ def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
         obj: the object to check.
         cls: a class, or its qualified name such as ``"torch.nn.Module"``.
     """
+    __tracebackhide__ = True
     qualname = cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
     mro = getattr(type(obj), "_remote_mro", None)
     if callable(mro):
@@ -312,7 +352,7 @@ def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
         names = [f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__]
     aliases = {qualname, qualname.replace("torch.nn.modules.module.", "torch.nn.")}
     if not any(n in aliases or n.replace("torch.nn.modules.module.", "torch.nn.") in aliases for n in names):
-        raise AssertionError(f"{name}: expected an instance of {qualname}, got {names[0] if names else '?'}")
+        raise CheckFailed(f"{name}: expected an instance of {qualname}, got {names[0] if names else '?'}")
 
 
 def _is_fatal(exc: BaseException) -> bool:
@@ -329,23 +369,29 @@ def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: 
     Returns:
         Whatever ``fn`` returns.
     """
+    __tracebackhide__ = True  # IPython and pytest: show the learner's frames, not this one
     label = name or getattr(fn, "__name__", None) or "your function"
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - reported to the learner
         if _is_fatal(exc):
             raise
-        detail = getattr(exc, "learner_message", None) or f"{type(exc).__name__}: {exc}"
-        failure = AssertionError(f"calling {label} raised {detail}")
-        failure.learner_traceback = getattr(exc, "learner_traceback", "")  # type: ignore[attr-defined]
-        raise failure from None
+        detail = getattr(exc, "learner_message", None) or (f"{type(exc).__name__}: {exc}" if str(exc)
+                                                           else type(exc).__name__)
+        failure = CheckFailed(f"calling {label} raised {detail}")
+        remote = getattr(exc, "learner_traceback", None)
+        failure.learner_traceback = remote or ""  # type: ignore[attr-defined]
+        if remote is not None:  # in the grader: the sandbox sent the learner's frames; ours are not shown
+            raise failure from None
+        raise failure from exc  # in the learner's kernel: their own traceback, above this message
 
 
 def call_method(obj: Any, method: str, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
     """Like :func:`call` for ``obj.method(*args, **kwargs)``."""
+    __tracebackhide__ = True
     label = name or method
     try:
         bound = getattr(obj, method)
     except AttributeError:
-        raise AssertionError(f"{label}: the object has no method {method!r}") from None
+        raise CheckFailed(f"{label}: the object has no method {method!r}") from None
     return call(bound, *args, name=label, **kwargs)

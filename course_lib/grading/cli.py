@@ -2,15 +2,22 @@
 
 Teacher::
 
-    course-grade lesson03_scoring submitted/ --out grades/ [--jobs N] [--seed S]
+    course-grade init-course mycourse/                     # an nbgrader course with source/<assignment>/
+    course-grade lesson03_scoring submitted/ --out grades/ [--jobs N] [--seed S] [--answer-key PATH] [--to-nbgrader]
 
 Learner::
 
-    course-grade --check exercises/lesson03_scoring/scoring.ipynb
+    course-grade --check exercises/lesson03_scoring/scoring.ipynb [--release RELEASED.ipynb]
 
 Author (regenerate ``exercises/`` from ``solutions/`` with nbgrader)::
 
     python -m course_lib.grading generate [ASSIGNMENT ...]
+
+The answer key is ``source/<assignment>/`` of the nbgrader course around ``SUBMISSIONS_DIR``
+(or the current folder), else the course repository's ``solutions/<assignment>/``; it is
+printed and recorded in ``grades.json``. Results go to ``<out>/<assignment>/`` (``grades.csv``,
+``grades.json``, ``feedback/``) and ``<out>/lms_grades.csv`` (one row per learner, one column
+per assignment, total).
 
 ``SUBMISSIONS_DIR`` holds one folder per learner, containing the notebook directly
 (``alice/scoring.ipynb``) or in a folder named after the assignment (nbgrader's
@@ -28,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Sequence
 
@@ -44,20 +51,57 @@ def _project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def resolve_assignment(spec: str) -> Assignment:
-    """Load an assignment from a path or a name looked up in ``solutions/``.
+@dataclass
+class AnswerKey:
+    """The assignment used as the answer key, and where it was found (printed and recorded)."""
 
-    Looks in the current directory and its parents, then in the course repository.
+    assignment: Assignment
+    origin: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.assignment.origin or self.assignment.directory).resolve()
+
+
+def resolve_assignment(spec: str, *, answer_key: str | None = None,
+                       search_from: Sequence[str | Path] = ()) -> AnswerKey:
+    """Find the answer key (instructor source) of an assignment.
+
+    In order: an explicit ``answer_key`` path; ``spec`` itself when it is a path; the
+    ``source/<spec>`` folder of the nbgrader course found upwards from ``search_from`` (the
+    submissions folder) and then the current directory (its ``nbgrader_config.py`` may
+    rename ``source``; the course repository's own config points to ``solutions/``); and
+    last the course repository's ``solutions/<spec>``.
+
+    Raises:
+        NotebookError: nothing found, or an nbgrader course without that assignment.
     """
+    if answer_key:
+        key = Path(answer_key)
+        if not key.exists():
+            raise NotebookError(f"--answer-key {answer_key}: no such file or folder")
+        assign = Assignment.load(key)
+        if key.is_dir() and assign.name != spec and spec:
+            assign = Assignment(spec, assign.directory, assign.notebooks, assign.origin)
+        return AnswerKey(assign, "given with --answer-key")
     path = Path(spec)
-    if path.exists():
-        return Assignment.load(path)
-    roots = [Path.cwd(), *Path.cwd().parents, _project_root()]
-    for root in roots:
-        cand = root / "solutions" / spec
+    if path.exists() and (path.is_file() or any(path.glob("*.ipynb"))):
+        return AnswerKey(Assignment.load(path), "given as a path")
+    from course_lib.grading.nbgrader_export import find_course_root, load_course
+    root = find_course_root(*search_from, Path.cwd())
+    if root is not None:
+        course = load_course(root)
+        cand = course.source / spec
         if cand.is_dir():
-            return Assignment.load(cand)
-    raise NotebookError(f"no assignment {spec!r}: give a path, or a name of a folder in solutions/")
+            return AnswerKey(Assignment.load(cand), f"the nbgrader course at {course.root}")
+        raise NotebookError(f"the nbgrader course at {course.root} has no {cand.relative_to(course.root)}/: "
+                            "give the assignment's name as in its source folder, or --answer-key PATH")
+    cand = _project_root() / "solutions" / spec
+    if cand.is_dir():
+        return AnswerKey(Assignment.load(cand), "the course repository")
+    raise NotebookError(f"no assignment {spec!r}: no nbgrader course (nbgrader_config.py) around the submissions "
+                        "or the current folder has it in source/, and the course repository's solutions/ has "
+                        "no such folder; give --answer-key PATH")
 
 
 def find_submissions(directory: str | Path, assignment: Assignment) -> dict[str, dict[str, Path | None]]:
@@ -236,21 +280,19 @@ def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | 
     return grade_many(items, jobs=jobs, config=config, seed=seed, progress=progress)
 
 
-def check_notebook(path: str | Path, assignment: str | None = None, config: SandboxConfig | None = None) -> int:
-    """Learner self-check: run the public tests of one notebook and print the feedback."""
-    from course_lib.grading.feedback import render_text
-    path = Path(path)
-    spec = assignment or path.resolve().parent.name
-    assign = resolve_assignment(spec)
-    name = path.stem if path.stem in assign.notebooks else next(iter(assign.notebooks))
-    notebooks: dict[str, Path | None] = {n: (path if n == name else None) for n in assign.notebooks}
-    if len(assign.notebooks) > 1:
-        assign = Assignment(assign.name, assign.directory, {name: assign.notebooks[name]})
-        notebooks = {name: path}
-    result = grade_submission(assign, path.stem, notebooks, config=config, public_only=True)
-    print(render_text(result), end="")
-    print("(public tests only; the grader also runs hidden tests on fresh inputs)")
-    return 0 if all(t.passed or t.skipped for nb in result.notebooks for t in nb.tests) else 1
+def check_notebook(path: str | Path, assignment: str | None = None, config: SandboxConfig | None = None,
+                   release: str | Path | None = None) -> int:
+    """Learner self-check: run the public tests of one notebook and print an honest report.
+
+    Works from the released notebook alone (see :mod:`course_lib.grading.selfcheck`).
+
+    Returns:
+        0 when every public check passed, 1 when one failed or could not be checked.
+    """
+    from course_lib.grading.selfcheck import render_check, self_check
+    report = self_check(path, release=release, assignment=assignment, config=config)
+    print(render_check(report), end="")
+    return 0 if report.ok else 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -259,10 +301,21 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="Docs: docs/GRADING.md")
     p.add_argument("assignment", nargs="?", help="assignment name (folder in solutions/) or path")
     p.add_argument("submissions", nargs="?", help="folder with one sub-folder (or .ipynb) per learner")
-    p.add_argument("--out", default="grades", help="output folder (default: grades/)")
+    p.add_argument("--out", default="grades",
+                   help="output folder (default: grades/); each assignment gets its own <out>/<assignment>/ "
+                        "and <out>/lms_grades.csv sums them up")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="parallel graders")
     p.add_argument("--seed", type=int, default=None, help="fixed seed for exact replay of random inputs")
     p.add_argument("--check", metavar="NOTEBOOK", help="self-check one notebook (public tests only)")
+    p.add_argument("--answer-key", metavar="PATH",
+                   help="the instructor's source folder or notebook to grade against (default: source/<assignment> "
+                        "of the nbgrader course around SUBMISSIONS_DIR or the current folder, else the course "
+                        "repository's solutions/<assignment>)")
+    p.add_argument("--to-nbgrader", action="store_true",
+                   help="also write the grades into the nbgrader course's gradebook.db, autograded/ and feedback/ "
+                        "(SUBMISSIONS_DIR must be the course's submitted/ folder)")
+    p.add_argument("--release", metavar="NOTEBOOK",
+                   help="with --check: the released notebook, to run its test cells instead of edited ones")
     p.add_argument("--cell-timeout", type=float, default=SandboxConfig.cell_timeout)
     p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout)
     p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20)
@@ -272,7 +325,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``course-grade`` and ``python -m course_lib.grading``."""
-    from course_lib.grading.gradebook import rotate_previous, write_gradebook
+    from course_lib.grading.gradebook import answer_key_digest, rotate_previous, write_gradebook, write_lms_csv
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["grade"]:
         args_list = args_list[1:]
@@ -287,22 +340,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in generate_exercises(gargs.root, gargs.release_dir, gargs.assignments or None):
             print(f"generated {path}")
         return 0
+    elif args_list[:1] == ["init-course"]:
+        from course_lib.grading.nbgrader_course import init_course
+        ini = argparse.ArgumentParser(prog="course-grade init-course",
+                                      description="Create an nbgrader course folder: nbgrader_config.py with the "
+                                                  "course's settings, and source/<assignment>/ from solutions/.")
+        ini.add_argument("directory")
+        ini.add_argument("assignments", nargs="*", help="default: all")
+        ini.add_argument("--course-id", default="attention-course")
+        iargs = ini.parse_args(args_list[1:])
+        try:
+            made = init_course(iargs.directory, _project_root() / "solutions", iargs.assignments or None,
+                               course_id=iargs.course_id)
+        except FileNotFoundError as exc:
+            print(f"course-grade init-course: {exc}", file=sys.stderr)
+            return 2
+        for path in made:
+            print(f"created {path}")
+        print(f"nbgrader course ready in {iargs.directory}: cd there and run nbgrader generate_assignment NAME")
+        return 0
     args = _parser().parse_args(args_list)
     config = SandboxConfig(cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
                            memory_bytes=args.memory_mb * 2**20)
     try:
         if args.check:
-            return check_notebook(args.check, args.assignment, config)
+            return check_notebook(args.check, args.assignment, config, release=args.release)
         if not args.assignment or not args.submissions:
             _parser().print_usage(sys.stderr)
             print("course-grade: give ASSIGNMENT and SUBMISSIONS_DIR, or --check NOTEBOOK", file=sys.stderr)
             return 2
-        assignment = resolve_assignment(args.assignment)
+        key = resolve_assignment(args.assignment, answer_key=args.answer_key, search_from=[args.submissions])
+        assignment = key.assignment
         submissions = find_submissions(args.submissions, assignment)
+        course = None
+        if args.to_nbgrader:
+            from course_lib.grading.nbgrader_export import find_course_root, load_course
+            root = find_course_root(args.submissions)
+            if root is None:
+                raise NotebookError(f"--to-nbgrader: {args.submissions} is not inside an nbgrader course folder "
+                                    "(no nbgrader_config.py above it)")
+            course = load_course(root)
     except NotebookError as exc:
         print(f"course-grade: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out)
+    if not args.quiet:
+        print(f"answer key: {key.path} ({key.origin})")
+    top = Path(args.out)
+    out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
     for old, new in rotate_previous(out):
         print(f"previous {old.name} kept as {new}")
@@ -311,8 +395,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.monotonic()
     results = grade_class(assignment, submissions, jobs=args.jobs, config=config, seed=args.seed,
                           progress=not args.quiet)
-    paths = write_gradebook(results, assignment.columns, out)
+    for res in results:  # a worker names the assignment after the answer key's folder
+        res.assignment = assignment.name
+    paths = write_gradebook(results, assignment.columns, out,
+                            answer_key={"path": str(key.path), "origin": key.origin,
+                                        "sha256": answer_key_digest(assignment)})
+    lms = write_lms_csv(top)
     if not args.quiet:
         print(f"wrote {paths['csv']}, {paths['json']} and {paths['feedback']}/ "
-              f"in {time.monotonic() - start:.1f} s")
+              f"in {time.monotonic() - start:.1f} s; class summary for an LMS: {lms}")
+    if course is not None:
+        from course_lib.grading.nbgrader_export import export_to_nbgrader
+        try:
+            done = export_to_nbgrader(course, assignment, results)
+        except NotebookError as exc:
+            print(f"course-grade: --to-nbgrader: {exc}", file=sys.stderr)
+            return 2
+        if not args.quiet:
+            print(f"wrote {len(done)} submission(s) into {course.db_url} and {course.feedback}/ "
+                  f"(nbgrader export, formgrader and release_feedback now see them)")
     return 0

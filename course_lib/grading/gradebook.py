@@ -3,12 +3,14 @@
 Everything is written from the grader's memory after every sandbox process is dead,
 each file atomically (temporary file in the same directory + ``os.replace``). A previous
 gradebook is never overwritten: it is renamed ``grades.<timestamp>.csv`` (and likewise
-``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) before grading starts.
+``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) before grading starts. Each
+assignment has its own folder (``<out>/<assignment>/``), and :func:`write_lms_csv` sums them up.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -18,9 +20,11 @@ from pathlib import Path
 from typing import Iterable
 
 from course_lib.grading.feedback import render_html
+from course_lib.grading.notebook import Assignment
 from course_lib.grading.runner import SubmissionResult
 
-__all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "safe_name"]
+__all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "safe_name", "answer_key_digest",
+           "write_lms_csv"]
 
 
 def atomic_write(path: str | Path, text: str) -> None:
@@ -84,8 +88,20 @@ def csv_text(results: Iterable[SubmissionResult], columns: list[str]) -> str:
     return buf.getvalue()
 
 
-def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir: str | Path) -> dict[str, Path]:
+def answer_key_digest(assignment: Assignment) -> dict[str, str]:
+    """SHA-256 of each source notebook of the answer key, to tell its versions apart."""
+    return {name: hashlib.sha256(nb.path.read_bytes()).hexdigest() for name, nb in assignment.notebooks.items()}
+
+
+def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir: str | Path, *,
+                    answer_key: dict | None = None) -> dict[str, Path]:
     """Write ``grades.csv``, ``grades.json`` and ``feedback/<student>.html`` in ``out_dir``.
+
+    Args:
+        results: one result per learner.
+        columns: the gradebook columns (test cells).
+        out_dir: the assignment's output folder.
+        answer_key: where the answer key came from (path, origin, sha256), recorded in ``grades.json``.
 
     Returns:
         The paths written: ``{"csv": ..., "json": ..., "feedback": ...}``.
@@ -97,6 +113,51 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
         atomic_write(feedback_dir / f"{safe_name(r.student)}.html", render_html(r))
     ordered = sorted(results, key=lambda r: r.student)
     atomic_write(out_dir / "grades.json",
-                 json.dumps({"columns": columns, "results": [r.to_dict() for r in ordered]}, indent=1) + "\n")
+                 json.dumps({"assignment": ordered[0].assignment if ordered else out_dir.name,
+                             "answer_key": answer_key or {}, "columns": columns,
+                             "results": [r.to_dict() for r in ordered]}, indent=1) + "\n")
     atomic_write(out_dir / "grades.csv", csv_text(ordered, columns))
     return {"csv": out_dir / "grades.csv", "json": out_dir / "grades.json", "feedback": feedback_dir}
+
+
+def write_lms_csv(out_dir: str | Path, filename: str = "lms_grades.csv") -> Path:
+    """Sum up every assignment gradebook under ``out_dir`` for an LMS gradebook import.
+
+    Reads ``<out_dir>/<assignment>/grades.json`` and writes ``<out_dir>/lms_grades.csv``: a
+    header ``student,<assignment>...,total``, then one row per learner with the total points
+    of each assignment (empty where the learner has no row for that assignment) and the sum.
+    LMS imports expect learner rows only, so the maximum points of each assignment go to
+    ``lms_max_points.csv`` beside it.
+
+    Returns:
+        The path of the CSV file.
+    """
+    out_dir = Path(out_dir)
+    totals: dict[str, dict[str, float]] = {}
+    maxima: dict[str, float] = {}
+    for path in sorted(out_dir.glob("*/grades.json")):
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        name = str(data.get("assignment") or path.parent.name)
+        for r in data.get("results", []):
+            totals.setdefault(str(r["student"]), {})[name] = float(r["total"])
+            maxima[name] = max(maxima.get(name, 0.0), float(r.get("max_total", 0.0)))
+    names = sorted(maxima)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["student", *names, "total"])
+    for student in sorted(totals):
+        row = totals[student]
+        writer.writerow([student, *(_fmt(row[n]) if n in row else "" for n in names), _fmt(sum(row.values()))])
+    target = out_dir / filename
+    atomic_write(target, buf.getvalue())
+    mx = io.StringIO()
+    w2 = csv.writer(mx, lineterminator="\n")
+    w2.writerow(["assignment", "max_points"])
+    for n in names:
+        w2.writerow([n, _fmt(maxima[n])])
+    w2.writerow(["total", _fmt(sum(maxima.values()))])
+    atomic_write(out_dir / "lms_max_points.csv", mx.getvalue())
+    return target

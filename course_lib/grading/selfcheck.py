@@ -1,0 +1,249 @@
+"""The learner's self-check: ``course-grade --check NOTEBOOK``.
+
+Works from what a learner has, the released notebook: its public test cells are the truth.
+A test cell the learner edited is not trusted. nbgrader stored a checksum of each released
+test cell (source, points, id) in its metadata; a cell whose checksum no longer matches is
+reported as "not checked" with how to restore it, or, when the released notebook is given
+with ``--release``, the released version is run instead. The report is honest about its
+reach: points of tests that are entirely public are counted, tests with hidden parts are
+named with their points ("8 more points come from hidden tests that run only when your
+teacher grades"), and the grade is never claimed.
+
+The assignment name comes from the notebook's metadata (written at release by
+:class:`course_lib.grading.nbgrader_course.RecordAssignment`), never from the folder name.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.utils import compute_checksum
+
+from course_lib.grading.nbgrader_course import METADATA_KEY
+from course_lib.grading.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
+                                         _nbgrader_meta, load_notebook_json)
+from course_lib.grading.runner import SubmissionResult, grade_submission
+from course_lib.grading.sandbox import SandboxConfig
+
+__all__ = ["CheckedTest", "CheckReport", "self_check", "render_check", "cell_checksum_ok"]
+
+
+@dataclass
+class CheckedTest:
+    """One test cell in the self-check report.
+
+    ``kind``: ``"public"`` (no hidden part: its points are counted), ``"public+hidden"``
+    (the public part ran; the points are decided by hidden tests), ``"hidden"`` (nothing
+    public to run), ``"unknown"`` (the notebook does not say whether it has hidden parts),
+    ``"not checked"`` (the cell was edited and no released copy was given).
+    """
+
+    grade_id: str
+    points: float
+    kind: str
+    passed: bool = False
+    message: str = ""
+    details: str = ""
+
+
+@dataclass
+class CheckReport:
+    """What the self-check ran, what it could not, and the points at stake."""
+
+    assignment: str
+    notebook: str
+    tests: list[CheckedTest] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)
+    hidden_known: bool = True
+
+    @property
+    def max_points(self) -> float:
+        return sum(t.points for t in self.tests)
+
+    @property
+    def public_points(self) -> float:
+        return sum(t.points for t in self.tests if t.kind == "public" and t.passed)
+
+    @property
+    def public_max(self) -> float:
+        return sum(t.points for t in self.tests if t.kind == "public")
+
+    @property
+    def ok(self) -> bool:
+        """Every public check that ran passed and every test cell could be checked."""
+        return all(t.passed or t.kind == "hidden" for t in self.tests)
+
+
+def cell_checksum_ok(cell: dict) -> bool | None:
+    """Does an nbgrader cell still match the checksum stored when it was released?
+
+    Returns:
+        True or False; None when the cell carries no checksum.
+    """
+    meta = _nbgrader_meta(cell)
+    stored = meta.get("checksum")
+    if not stored:
+        return None
+    node = nbformat.from_dict(copy.deepcopy(cell))
+    node.source = _cell_source(cell)
+    try:
+        return compute_checksum(node) == stored
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _is_test(cell: dict) -> bool:
+    meta = _nbgrader_meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def self_check(path: str | Path, *, release: str | Path | None = None, assignment: str | None = None,
+               config: SandboxConfig | None = None) -> CheckReport:
+    """Run the public tests of a learner's notebook (see the module docstring).
+
+    Args:
+        path: the learner's notebook.
+        release: the released notebook, to restore edited test cells from (optional).
+        assignment: the assignment name, if the notebook's metadata does not record it.
+        config: sandbox limits.
+
+    Returns:
+        A :class:`CheckReport`.
+
+    Raises:
+        NotebookError: the notebook cannot be read or has no test cells.
+    """
+    path = Path(path)
+    learner = load_notebook_json(path)
+    reference = load_notebook_json(release) if release else learner
+    meta = reference.get("metadata", {}).get(METADATA_KEY) or learner.get("metadata", {}).get(METADATA_KEY) or {}
+    if not isinstance(meta, dict):
+        meta = {}
+    name = assignment or str(meta.get("assignment") or "")
+    report = CheckReport(name or "(unnamed assignment)", path.name)
+    hidden_ids = meta.get("hidden_tests")
+    report.hidden_known = isinstance(hidden_ids, list)
+    hidden = set(hidden_ids) if isinstance(hidden_ids, list) else set()
+    if not name:
+        report.notes.append("This notebook does not record its assignment name (it was not released with the "
+                            "course's nbgrader configuration); give it with --assignment NAME if you need it.")
+
+    trusted: list[TestCell] = []
+    skipped: set[str] = set()
+    order: list[tuple[str, float]] = []
+    for index, cell in enumerate(reference["cells"]):
+        if not _is_test(cell):
+            continue
+        gid = str(_nbgrader_meta(cell).get("grade_id") or f"cell-{index}")
+        points = float(_nbgrader_meta(cell).get("points", 0) or 0)
+        order.append((gid, points))
+        if release:  # edited or deleted copies in the learner's notebook: the plan runs the released one
+            ok = cell_checksum_ok(cell) is not False
+            if not ok:
+                raise NotebookError(f"{Path(release).name}: test cell {gid!r} does not match its nbgrader checksum: "
+                                    "is this really the released notebook?")
+        else:
+            ok = bool(cell_checksum_ok(cell))
+            if not ok:
+                skipped.add(gid)
+                continue
+        src = _cell_source(cell)
+        trusted.append(TestCell(gid, points, src, src, set(), index))
+    if not order:
+        raise NotebookError(f"{path.name} has no nbgrader test cells: is it the notebook of a graded assignment "
+                            "(the one in exercises/<assignment>/, or the one your teacher released)?")
+
+    base = SourceNotebook.load(release) if release else SourceNotebook.load(path)
+    source = SourceNotebook(path.stem, path, reference["cells"], trusted, base.trusted_imports)
+    # the learner's notebook without the test cells that cannot be trusted (they would run as learner code)
+    graded_nb = dict(learner, cells=[c for c in learner["cells"]
+                                     if not (_is_test(c) and str(_nbgrader_meta(c).get("grade_id")) in skipped)])
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        copy_path = Path(tmp) / path.name
+        copy_path.write_text(json.dumps(graded_nb), encoding="utf-8")
+        result: SubmissionResult = grade_submission(Assignment(name or path.stem, path.parent, {path.stem: source}),
+                                                    "self-check", {path.stem: copy_path}, config=config,
+                                                    public_only=True)
+    nb = result.notebooks[0]
+    report.cells = nb.cells
+    report.notes.extend(nb.notes)
+    outcomes = {t.grade_id: t for t in nb.tests}
+    for gid, points in order:
+        if gid in skipped:
+            report.tests.append(CheckedTest(gid, points, "not checked", message=(
+                "not checked: this test cell was changed in your notebook (it no longer matches the released "
+                "version). Copy the cell back from the released notebook, or run the check with "
+                "--release RELEASED.ipynb")))
+            continue
+        out = outcomes[gid]
+        if out.skipped:
+            kind = "hidden"
+        elif not report.hidden_known:
+            kind = "unknown"
+        else:
+            kind = "public+hidden" if gid in hidden else "public"
+        report.tests.append(CheckedTest(gid, points, kind, out.passed, "" if out.passed else out.message,
+                                        out.details))
+    return report
+
+
+def _pts(x: float) -> str:
+    return f"{x:g}"
+
+
+def render_check(report: CheckReport) -> str:
+    """The self-check report as text (what ``course-grade --check`` prints)."""
+    lines = [f"Self-check of {report.assignment}, notebook {report.notebook}: public checks only", ""]
+    for t in report.tests:
+        if t.kind == "hidden":
+            lines.append(f"  [ hidden ] {t.grade_id} ({_pts(t.points)} points): hidden tests only, run when "
+                         "your teacher grades")
+        elif t.kind == "not checked":
+            lines.append(f"  [  ????  ] {t.grade_id} ({_pts(t.points)} points): {t.message}")
+        elif t.kind == "public":
+            mark = "PASS" if t.passed else "FAIL"
+            lines.append(f"  [{mark:^8}] {t.grade_id} ({_pts(t.points if t.passed else 0)}/{_pts(t.points)})"
+                         + ("" if t.passed else f": {t.message}"))
+        else:
+            mark = "PASS" if t.passed else "FAIL"
+            verdict = ("public part passed" if t.passed else f"public part failed: {t.message}")
+            tail = (f"; its {_pts(t.points)} point(s) are decided by hidden tests" if t.kind == "public+hidden"
+                    else f"; worth {_pts(t.points)} point(s)")
+            lines.append(f"  [{mark:^8}] {t.grade_id}: {verdict}{tail}")
+        if t.details and not t.passed:
+            lines.extend("             " + d for d in t.details.rstrip().splitlines())
+    errors = [c for c in report.cells if c.get("status") not in ("ok", None)]
+    if errors:
+        lines += ["", "  Cells of your notebook that did not run cleanly:"]
+        for c in errors:
+            lines.append(f"    cell {c['index']}: {c['status']}: {c.get('message', '')}")
+            tb = str(c.get("traceback", "")).rstrip()
+            if tb:
+                lines.extend("      " + d for d in tb.splitlines()[-6:])
+    for note in report.notes:
+        lines.append(f"  Note: {note}")
+    lines.append("")
+    rest = report.max_points - report.public_max
+    if report.hidden_known:
+        lines.append(f"Public checks: {_pts(report.public_points)} of {_pts(report.public_max)} points.")
+        later = [t for t in report.tests if t.kind in ("hidden", "public+hidden")]
+        if later:
+            lines.append(f"{_pts(sum(t.points for t in later))} more points come from hidden tests that run only "
+                         "when your teacher grades: " + ", ".join(f"{t.grade_id} ({_pts(t.points)})" for t in later)
+                         + ".")
+        unchecked = [t for t in report.tests if t.kind == "not checked"]
+        if unchecked:
+            lines.append(f"{_pts(sum(t.points for t in unchecked))} points were not checked: "
+                         + ", ".join(t.grade_id for t in unchecked) + ".")
+    else:
+        lines.append("This notebook does not record which tests have hidden parts, so no points are counted here: "
+                     f"all {_pts(rest)} points may also depend on hidden tests.")
+    lines.append(f"Maximum grade: {_pts(report.max_points)} points. Passing the public checks does not mean "
+                 "the hidden tests pass.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,188 @@
+"""The teacher's workflow with real nbgrader commands, in a temporary course and exchange.
+
+``course-grade init-course`` -> ``nbgrader generate_assignment`` -> ``release_assignment`` ->
+(learner) ``fetch_assignment`` / ``submit`` -> ``collect`` -> ``course-grade --to-nbgrader`` ->
+``nbgrader export`` / ``release_feedback`` -> (learner) ``fetch_feedback``. Every nbgrader
+command runs as ``.venv/bin/nbgrader`` with a PATH that does NOT contain the virtual
+environment (as in the README), so nothing relies on an activated environment.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib.grading import cli
+from course_lib.grading.testing import load_mistakes, variant, write_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+NAME = "lesson03_scoring"
+COURSE_ID = "attention-course"
+
+pytestmark = pytest.mark.slow
+
+
+def _env(home: Path) -> dict[str, str]:
+    """An environment without the virtual environment on PATH (as when it is not activated)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "JUPYTER", "PYTHON"))}
+    env["PATH"] = os.pathsep.join(p for p in ("/usr/local/bin", "/usr/bin", "/bin") if Path(p).is_dir())
+    env["HOME"] = str(home)
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
+
+def _nbgrader(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=_env(home), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def _learner_code(replace: dict[str, str] | None = None) -> dict[str, str]:
+    """The solution cells of the assignment as a learner would fill them in (no markers)."""
+    nb = json.loads((ROOT / "solutions" / NAME / "scoring.ipynb").read_text("utf-8"))
+    code = {}
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution"):
+            src = "".join(cell["source"])
+            code[meta["grade_id"]] = "\n".join(line for line in src.split("\n") if "### " not in line)
+    code.update(replace or {})
+    return code
+
+
+def _fill(notebook: Path, code: dict[str, str]) -> None:
+    """Fill in the solution cells of a fetched notebook, keeping its nbgrader metadata."""
+    nb = json.loads(notebook.read_text("utf-8"))
+    write_notebook(variant(nb, replace=code), notebook)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A course made by `course-grade init-course`, with its own exchange, the assignment
+    generated (into the course's gradebook.db) and released."""
+    base = tmp_path_factory.mktemp("nbgrader")
+    course, exchange, home = base / "course", base / "exchange", base / "home"
+    exchange.mkdir()
+    home.mkdir()
+    assert cli.main(["init-course", str(course), NAME, "--course-id", COURSE_ID]) == 0
+    with open(course / "nbgrader_config.py", "a", encoding="utf-8") as fh:
+        fh.write(f"c.Exchange.root = {str(exchange)!r}\n")
+    assert (course / "source" / NAME / "mistakes.py").is_file()  # the teacher keeps it...
+    _nbgrader(["generate_assignment", NAME, "--force"], course, home)
+    _nbgrader(["release_assignment", NAME, "--force"], course, home)
+    return {"course": course, "exchange": exchange, "home": home}
+
+
+def test_instructor_only_files_are_never_released(course):
+    released = course["course"] / "release" / NAME
+    outbound = course["exchange"] / COURSE_ID / "outbound" / NAME
+    assert (released / "scoring.ipynb").is_file() and (outbound / "scoring.ipynb").is_file()
+    for folder in (released, outbound):
+        names = {p.name for p in folder.rglob("*")}
+        assert "mistakes.py" not in names, f"mistakes.py released into {folder}"
+        assert not any(n.endswith(".md") for n in names)
+    # the released notebook names its assignment and which tests have hidden parts
+    meta = json.loads((released / "scoring.ipynb").read_text("utf-8"))["metadata"]["course_grade"]
+    assert meta["assignment"] == NAME and "test_dot_product" in meta["hidden_tests"]
+    assert "test_dot_product_public" not in meta["hidden_tests"]
+    assert (course["course"] / "gradebook.db").is_file()  # generate_assignment ran alembic without the venv on PATH
+
+
+def test_class_workflow_into_gradebook_db_and_feedback(course, tmp_path):
+    home, c = course["home"], course["course"]
+    student_dir = tmp_path / "learner"
+    student_dir.mkdir()
+    learner_args = [f"--Exchange.root={course['exchange']}", f"--course={COURSE_ID}"]
+    _nbgrader(["fetch_assignment", NAME, *learner_args], student_dir, home)
+    fetched = student_dir / NAME / "scoring.ipynb"
+    assert not (student_dir / NAME / "mistakes.py").exists()
+    wrong = load_mistakes(ROOT / "solutions" / NAME)["missing_sqrt"]["replace"]
+    _fill(fetched, _learner_code(wrong))
+    _nbgrader(["submit", NAME, *learner_args], student_dir, home)
+    _nbgrader(["collect", NAME], c, home)
+    student = next(p.name for p in (c / "submitted").iterdir())
+    submitted = c / "submitted" / student / NAME
+    assert (submitted / "timestamp.txt").is_file() and not (submitted / "mistakes.py").exists()
+
+    out = tmp_path / "grades"
+    assert cli.main([NAME, str(c / "submitted"), "--out", str(out), "--jobs", "1", "--to-nbgrader", "--quiet"]) == 0
+    ours = {r["student"]: r for r in csv.DictReader((out / NAME / "grades.csv").open())}
+    assert ours[student]["total"] == "11" and ours[student]["max"] == "15"  # missing sqrt: 4 points lost
+    recorded = json.loads((out / NAME / "grades.json").read_text())["answer_key"]
+    assert Path(recorded["path"]) == (c / "source" / NAME).resolve()  # the course's source, not the repo's
+
+    # nbgrader's own tools see the grades
+    _nbgrader(["export", "--to", str(tmp_path / "export.csv")], c, home)
+    exported = {r["student_id"]: r for r in csv.DictReader((tmp_path / "export.csv").open())
+                if r["assignment"] == NAME}
+    assert float(exported[student]["score"]) == 11.0 and float(exported[student]["max_score"]) == 15.0
+    _nbgrader(["release_feedback", NAME], c, home)
+    _nbgrader(["fetch_feedback", NAME, *learner_args], student_dir, home)
+    pages = list((student_dir / NAME / "feedback").rglob("*.html"))
+    assert len(pages) == 1
+    page = pages[0].read_text("utf-8")
+    assert "11 / 15" in page and "BEGIN HIDDEN TESTS" not in page and "_RefDotProduct" not in page
+    assert not list((c / "feedback").rglob("mistakes.py"))
+
+
+def test_stderr_never_fails_a_cell_in_validate(course, tmp_path):
+    """Correct code that prints a warning: nbgrader validate (the Validate button) passes, with
+    the course's configuration, as course-grade does."""
+    c, home = course["course"], course["home"]
+    noisy = _learner_code()
+    noisy["masked_softmax"] = ("import sys\n" + noisy["masked_softmax"]
+                               + "\n\n_quiet_masked_softmax = masked_softmax\n\n\n"
+                               "def masked_softmax(scores, valid_lens=None):\n"
+                               "    print('note: masked_softmax called', file=sys.stderr)\n"
+                               "    return _quiet_masked_softmax(scores, valid_lens)\n")
+    notebook = tmp_path / "scoring.ipynb"
+    notebook.write_text((c / "release" / NAME / "scoring.ipynb").read_text("utf-8"), encoding="utf-8")
+    _fill(notebook, noisy)
+    proc = _nbgrader(["validate", str(notebook)], c, home)
+    assert "Success! Your notebook passes all the tests." in proc.stdout, proc.stdout
+    out = tmp_path / "grades"
+    write_notebook(json.loads(notebook.read_text("utf-8")), tmp_path / "class" / "ann" / "scoring.ipynb")
+    assert cli.main([NAME, str(tmp_path / "class"), "--out", str(out), "--jobs", "1", "--quiet",
+                     "--answer-key", str(c / "source" / NAME)]) == 0
+    row = next(csv.DictReader((out / NAME / "grades.csv").open()))
+    assert row["total"] == row["max"] == "15"
+
+
+def test_answer_key_follows_the_course_source(tmp_path, capsys):
+    """An edited source/ in a teacher's course is the answer key (one test worth 2 points: max 16);
+    --answer-key overrides it; both are printed and recorded."""
+    course = tmp_path / "course"
+    assert cli.main(["init-course", str(course), NAME]) == 0
+    src = course / "source" / NAME / "scoring.ipynb"
+    nb = json.loads(src.read_text("utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_masked_softmax_public":
+            cell["metadata"]["nbgrader"]["points"] = 2
+    src.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    sub = course / "submitted" / "ann" / NAME
+    write_notebook(variant(ROOT / "solutions" / NAME / "scoring.ipynb"), sub / "scoring.ipynb")
+    out = tmp_path / "grades"
+    capsys.readouterr()
+    assert cli.main([NAME, str(course / "submitted"), "--out", str(out), "--jobs", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert f"answer key: {(course / 'source' / NAME).resolve()} (the nbgrader course at" in printed
+    row = next(csv.DictReader((out / NAME / "grades.csv").open()))
+    assert row["max"] == row["total"] == "16"
+    # an explicit answer key wins, and a second run keeps the first gradebook
+    assert cli.main([NAME, str(course / "submitted"), "--out", str(out), "--jobs", "1",
+                     "--answer-key", str(ROOT / "solutions" / NAME)]) == 0
+    printed = capsys.readouterr().out
+    assert f"answer key: {ROOT / 'solutions' / NAME} (given with --answer-key)" in printed
+    row = next(csv.DictReader((out / NAME / "grades.csv").open()))
+    assert row["max"] == "15"
+    assert json.loads((out / NAME / "grades.json").read_text())["answer_key"]["origin"] == "given with --answer-key"
+    assert len(list((out / NAME).glob("grades.*.csv"))) == 1  # the first run's gradebook, kept
+
