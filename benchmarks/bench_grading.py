@@ -1,5 +1,8 @@
 """Benchmark: grade 30 submissions of lesson03_scoring with course-grade (and nbgrader autograde).
 
+course-grade runs with its normal isolation (each sandbox under bubblewrap; it refuses to
+run without it), so the figures include the isolation's cost.
+
     .venv/bin/python benchmarks/bench_grading.py [--jobs 2] [--n 30] [--no-nbgrader]
 
 The class: a third correct solutions, a sixth released stubs, the rest the typical
@@ -56,7 +59,8 @@ def run_course_grade(folder: Path, out: Path, jobs: int) -> tuple[float, list[di
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"course-grade failed with {code}")
-    rows = list(csv.DictReader((out / "grades.csv").open()))
+    book = out / ASSIGNMENT if (out / ASSIGNMENT / "grades.csv").exists() else out  # either gradebook layout
+    rows = list(csv.DictReader((book / "grades.csv").open()))
     return wall, rows
 
 
@@ -113,6 +117,8 @@ def main() -> None:
         ok = all((totals[s] == full) == (k == "solution") and (totals[s] == 0) == (k == "stub") or k.startswith("mistake")
                  for s, k in kinds.items())
         wrong_full = [s for s, k in kinds.items() if k.startswith("mistake") and totals[s] >= full]
+        from course_lib.grading.sandbox import isolation_status
+        print(f"isolation: {isolation_status()[1][:80]}")
         print(f"course-grade: {args.n} submissions, --jobs {args.jobs}: {wall:.1f} s wall "
               f"({wall / args.n:.2f} s per submission, {wall * args.jobs / args.n:.2f} s per submission per job); "
               f"load average {os.getloadavg()[0]:.1f}")

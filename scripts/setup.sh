@@ -46,3 +46,8 @@ fi
 "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 
 "$PY" -c "import course_lib, torch; print(f'course_lib {course_lib.__version__} ready: torch {torch.__version__}, Python', __import__('sys').version.split()[0])"
+# 5. The grader (course-grade) runs learner code under bubblewrap; it refuses to grade without it.
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "note: bubblewrap is not installed; course-grade needs it to grade a class (sudo apt-get install bubblewrap," \
+       "or dnf install bubblewrap; see docs/GRADING.md). Learners' --check works without it."
+fi

@@ -116,8 +116,9 @@ def masked_softmax(scores, valid_lens=None):
 
 def _class_folder(base: Path, out: Path, report: str) -> Path:
     sub = base / "submitted"
-    targets = [str(out / "grades.csv"), str(out / "grades.json"), str(out / "feedback" / "patch.html"),
-               str(out / "feedback" / "detach.html")]
+    book = out / "lesson03_scoring"  # <out>/<assignment>/
+    targets = [str(book / "grades.csv"), str(book / "grades.json"), str(book / "feedback" / "patch.html"),
+               str(book / "feedback" / "detach.html")]
 
     def put(student: str, nb: dict, nbgrader_layout: bool = False) -> None:
         folder = sub / student / "lesson03_scoring" if nbgrader_layout else sub / student
@@ -127,6 +128,7 @@ def _class_folder(base: Path, out: Path, report: str) -> Path:
     (sub / "stub").mkdir(parents=True)
     shutil.copy(STUB, sub / "stub" / "scoring.ipynb")
     put("warning", variant(SOLUTION, replace={"masked_softmax": WARNING_SOLUTION}))
+    put("wrongdot", variant(SOLUTION, replace={"dot_product_attention": WRONG_DOT}))  # the control
     # tampering + wrong code
     put("patch", variant(SOLUTION, replace={"dot_product_attention": PATCH_CHECKS + WRONG_DOT}))
     put("transformer", variant(SOLUTION, replace={"dot_product_attention": TRANSFORMER + WRONG_DOT}))
@@ -167,7 +169,12 @@ def _sandbox_processes() -> list[int]:
     return pids
 
 
+def _book(out: Path) -> Path:
+    return out / "lesson03_scoring" if (out / "lesson03_scoring").is_dir() else out
+
+
 def _digest(out: Path) -> dict[str, str]:
+    out = _book(out)
     files = [out / "grades.csv", out / "grades.json", *sorted((out / "feedback").glob("*.html"))]
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
@@ -185,10 +192,17 @@ def graded(tmp_path_factory):
     assert code == 0
     digest = _digest(out)
     time.sleep(3)  # the detached attacker would strike now
-    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
-    results = {r["student"]: r for r in json.loads((out / "grades.json").read_text())["results"]}
-    yield {"out": out, "rows": rows, "results": results, "digest": digest, "report": report}
+    rows = {r["student"]: r for r in csv.DictReader((_book(out) / "grades.csv").open())}
+    results = {r["student"]: r for r in json.loads((_book(out) / "grades.json").read_text())["results"]}
+    yield {"out": _book(out), "rows": rows, "results": results, "digest": digest, "report": report}
     shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def _wrong_total(graded) -> float:
+    """What the wrong code alone scores: an attack paired with it must score no more."""
+    total = float(graded["rows"]["wrongdot"]["total"])
+    assert 0 < total < FULL
+    return total
 
 
 def _row(graded, student):
@@ -205,7 +219,7 @@ def _feedback(graded, student):
 
 
 def test_rows_recorded_for_all(graded):
-    expected = {"solution", "stub", "warning", "patch", "transformer", "writeout", "detach", "loop", "membomb",
+    expected = {"solution", "stub", "warning", "wrongdot", "patch", "transformer", "writeout", "detach", "loop", "membomb",
                 "osexit", "segfault", "deleted", "edited", "malformed", "truncated", "empty_folder"}
     assert set(graded["rows"]) == expected
     assert list(graded["rows"]) == sorted(expected)  # rows sorted for stable regrades
@@ -226,12 +240,12 @@ def test_honest_warning_and_prints_get_full_marks(graded):
 def test_monkeypatching_checks_gains_nothing(graded):
     assert _row(graded, "patch")["test_dot_product"] == "0"
     assert "max abs error" in _failed(graded, "patch")["test_dot_product"]
-    assert float(_row(graded, "patch")["total"]) == FULL - 3
+    assert float(_row(graded, "patch")["total"]) == _wrong_total(graded)
 
 
 def test_input_transformer_gains_nothing(graded):
     assert _row(graded, "transformer")["test_dot_product"] == "0"
-    assert float(_row(graded, "transformer")["total"]) == FULL - 3
+    assert float(_row(graded, "transformer")["total"]) == _wrong_total(graded)
 
 
 def test_writing_the_gradebook_during_grading_gains_nothing(graded):
@@ -290,7 +304,7 @@ def test_deleted_test_cells_are_still_run(graded):
 
 def test_edited_test_cells_do_not_help(graded):
     assert _row(graded, "edited")["test_dot_product"] == "0"
-    assert float(_row(graded, "edited")["total"]) == FULL - 3
+    assert float(_row(graded, "edited")["total"]) == _wrong_total(graded)
     assert "was modified in your notebook" in _feedback(graded, "edited")
 
 

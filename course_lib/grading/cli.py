@@ -320,6 +320,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout)
     p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade WITHOUT operating-system isolation when bubblewrap is unavailable (learner code "
+                        "can then read the solutions and your files); recorded in every learner's notes")
     return p
 
 
@@ -362,6 +365,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(args_list)
     config = SandboxConfig(cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
                            memory_bytes=args.memory_mb * 2**20)
+    # isolation (issue 9): refuse loudly without bubblewrap unless the teacher opted out
+    from course_lib.grading.sandbox import isolation_status
+    isolated, why = isolation_status()
+    if args.unsafe_no_sandbox or (args.check and not isolated):  # --check runs the learner's own code
+        config.isolation = "none"
+        if args.unsafe_no_sandbox and not args.check:
+            print("course-grade: WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox); this is recorded in "
+                  "the gradebook", file=sys.stderr)
+    elif not isolated:
+        print(f"course-grade: {why}", file=sys.stderr)
+        return 2
     try:
         if args.check:
             return check_notebook(args.check, args.assignment, config, release=args.release)
@@ -388,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)  # gradebooks are private (issue 9)
+    os.chmod(top, 0o700)
     for old, new in rotate_previous(out):
         print(f"previous {old.name} kept as {new}")
     if not args.quiet:

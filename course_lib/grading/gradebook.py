@@ -37,7 +37,7 @@ def atomic_write(path: str | Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)  # gradebooks are private (issue 9): the teacher's account only
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -62,6 +62,7 @@ def rotate_previous(out_dir: str | Path) -> list[tuple[Path, Path]]:
         if old.exists():
             target = out_dir / new
             os.replace(old, target)
+            os.chmod(target, 0o700 if target.is_dir() else 0o600)  # kept gradebooks are private too
             moved.append((old, target))
     return moved
 
@@ -109,6 +110,8 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
     out_dir = Path(out_dir)
     feedback_dir = out_dir / "feedback"
     feedback_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o700)  # private output folder (issue 9)
+    os.chmod(feedback_dir, 0o700)
     for r in results:
         atomic_write(feedback_dir / f"{safe_name(r.student)}.html", render_html(r))
     ordered = sorted(results, key=lambda r: r.student)

@@ -29,14 +29,35 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["MAX_MESSAGE_BYTES", "ProtocolError", "pack", "unpack", "write_message",
-           "read_exact", "decode", "is_plain"]
+           "read_exact", "decode", "is_plain", "safe_text"]
 
 #: Largest message accepted from the sandbox (a result bigger than this is refused).
-MAX_MESSAGE_BYTES = 256 * 2**20
+MAX_MESSAGE_BYTES = 64 * 2**20
 _HEADER = struct.Struct(">Q")
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
 #: Maximum nesting depth of a value sent by value.
 MAX_DEPTH = 20
+
+
+def safe_text(value: Any, limit: int = 2000) -> str:
+    """A string from the untrusted side made safe to store: a real ``str`` (never a subclass
+    with tricks), at most ``limit`` characters (a note says how much was cut), lone
+    surrogates and other unencodable characters escaped, NUL bytes removed.
+
+    Args:
+        value: anything; non-strings give "".
+        limit: maximum number of characters kept.
+    """
+    if type(value) is not str:
+        if not isinstance(value, str):
+            return ""
+        value = str.__str__(value)
+    cut = len(value) - limit
+    text = value[:limit]
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "")
+    if cut > 0:
+        text += f" [... {cut} more characters cut]"
+    return text
 
 
 class ProtocolError(Exception):

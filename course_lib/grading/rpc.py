@@ -25,17 +25,43 @@ from course_lib.grading.sandbox import Sandbox, SandboxConfig, SandboxDied, kill
 __all__ = ["LearnerError", "RemoteObject", "Session", "CellRun", "TRUSTED_MODULES"]
 
 #: Modules a learner's ``import`` may bring into the test namespace (as the grader's own copy).
-TRUSTED_MODULES = ("torch", "numpy", "math", "random", "itertools", "functools", "collections",
-                   "typing", "dataclasses", "course_lib", "scipy", "statistics", "fractions", "operator")
+#: Only these exact names: the grader never imports or looks up a module name the learner chose.
+TRUSTED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "torch.testing", "numpy", "math", "random",
+                   "itertools", "functools", "collections", "typing", "dataclasses", "course_lib", "scipy",
+                   "statistics", "fractions", "operator")
 #: Names always bound to the grader's own modules in the test namespace.
 ALWAYS_TRUSTED = {"torch": "torch", "np": "numpy", "numpy": "numpy", "math": "math",
                   "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
+_MODULE_CACHE: dict[str, Any] = {}
+
+
+def trusted_module(name: str) -> Any:
+    """The grader's own module for one of the fixed :data:`TRUSTED_MODULES` names, else None."""
+    for fixed in TRUSTED_MODULES:
+        if name == fixed:
+            if fixed not in _MODULE_CACHE:
+                try:
+                    _MODULE_CACHE[fixed] = importlib.import_module(fixed)
+                except ImportError:
+                    _MODULE_CACHE[fixed] = None
+            return _MODULE_CACHE[fixed]
+    return None
+
+
+def grader_builtins() -> dict[str, Any]:
+    """A fresh copy of the grader's builtins for one test cell (whatever the learner defined,
+    ``range``, ``len``, ``bool``, ``isinstance`` ... in a test are Python's own)."""
+    return dict(vars(builtins))
 
 
 class LearnerError(Exception):
     """The learner's code raised an exception when a test called it."""
 
     def __init__(self, label: str, exc_type: str, message: str, traceback: str = "") -> None:
+        label, exc_type = protocol.safe_text(label, 200), protocol.safe_text(exc_type, 100)
+        message, traceback = protocol.safe_text(message, 2000), protocol.safe_text(traceback, 4000)
         self.label, self.exc_type, self.message, self.learner_traceback = label, exc_type, message, traceback
         self.learner_message = f"{exc_type}: {message}" if message else exc_type
         super().__init__(f"{label} raised {self.learner_message}")
@@ -81,10 +107,12 @@ class RemoteObject:
         set_(self, "_ro_session", session)
         set_(self, "_ro_gen", session.generation)
         set_(self, "_ro_id", desc["id"])
-        set_(self, "_ro_type", str(desc.get("type", "?")))
-        set_(self, "_ro_mro", [str(m) for m in desc.get("mro", [])])
-        set_(self, "_ro_class_mro", [str(m) for m in desc.get("class_mro", [])])
-        set_(self, "_ro_label", label)
+        mro, class_mro = desc.get("mro"), desc.get("class_mro")
+        set_(self, "_ro_type", protocol.safe_text(desc.get("type", "?"), 200))
+        set_(self, "_ro_mro", [protocol.safe_text(m, 200) for m in (mro if type(mro) is list else [])[:50]])
+        set_(self, "_ro_class_mro", [protocol.safe_text(m, 200)
+                                     for m in (class_mro if type(class_mro) is list else [])[:50]])
+        set_(self, "_ro_label", protocol.safe_text(label, 200))
         set_(self, "_ro_callable", bool(desc.get("callable")))
 
     def _ro_op(self, op: str, what: str, **fields: Any) -> Any:
@@ -197,6 +225,9 @@ class Session:
         self.died_ever = False
         self.timed_out_ever = False
         self.baseline: frozenset[int] = frozenset()
+        #: time.monotonic() after which no request is sent (the submission's budget,
+        #: restarts included); None: no budget
+        self.deadline: float | None = None
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -243,7 +274,7 @@ class Session:
         try:
             self._spawn()
             for index, source in self.good_cells:
-                reply = self._request({"op": "exec", "cell": index, "source": source},
+                reply = self._request({"op": "exec", "cell": index, "source": source, "ipython": True},
                                       self.config.cell_timeout, f"re-running cell {index}")
                 del reply
         except SandboxDied as exc:
@@ -253,6 +284,18 @@ class Session:
 
     def _request(self, message: dict, timeout: float, what: str) -> Any:
         assert self.sandbox is not None
+        if self.deadline is not None:
+            import time
+
+            from course_lib.grading.sandbox import SandboxTimeout
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                exc = SandboxTimeout(f"the grading time budget of {self.config.submission_timeout:g} s for your "
+                                     f"notebook was used up (restarts included) before {what}")
+                self._mark_dead(exc)
+                self.restarts_left = 0
+                raise exc
+            timeout = min(timeout, left)
         try:
             return self.sandbox.request(message, timeout, what)
         except SandboxDied as exc:
@@ -267,8 +310,8 @@ class Session:
         except SandboxDied as exc:
             return CellRun(index, "skipped", f"not run: {exc}")
         try:
-            reply = self._request({"op": "exec", "cell": index, "source": source}, self.config.cell_timeout,
-                                  f"cell {index}")
+            reply = self._request({"op": "exec", "cell": index, "source": source, "ipython": True},
+                                  self.config.cell_timeout, f"cell {index}")
         except SandboxDied as exc:
             from course_lib.grading.sandbox import SandboxTimeout
             return CellRun(index, "timeout" if isinstance(exc, SandboxTimeout) else "died", str(exc))
@@ -276,14 +319,29 @@ class Session:
             return CellRun(index, "error", "invalid reply from the sandbox")
         self.good_cells.append((index, source))
         err = reply.get("error") or None
-        out = CellRun(index, "ok", stdout=str(reply.get("stdout", ""))[:20000],
-                      stderr=str(reply.get("stderr", ""))[:20000],
-                      notes=[str(n) for n in (reply.get("notes") or []) if type(n) is str][:20])
-        if isinstance(err, dict):
+        notes = reply.get("notes")
+        out = CellRun(index, "ok", stdout=protocol.safe_text(reply.get("stdout", ""), 4000),
+                      stderr=protocol.safe_text(reply.get("stderr", ""), 4000),
+                      notes=[protocol.safe_text(n, 200) for n in (notes if type(notes) is list else [])[:20]])
+        if type(err) is dict:
             out.status = "error"
-            out.message = f"{err.get('type', 'Error')}: {err.get('message', '')}"
-            out.traceback = str(err.get("traceback", ""))
+            out.message = (f"{protocol.safe_text(err.get('type', 'Error'), 100)}: "
+                           f"{protocol.safe_text(err.get('message', ''), 2000)}")
+            out.traceback = protocol.safe_text(err.get("traceback", ""), 4000)
         return out
+
+    def loaded_reference(self) -> list[str]:
+        """Reference modules of course_lib the learner's process loaded (for a note)."""
+        if self.sandbox is None or not self.sandbox.alive or self.death is not None:
+            return []
+        try:
+            reply = self._request({"op": "loaded"}, self.config.call_timeout, "listing your imports")
+        except SandboxDied:
+            return []
+        if type(reply) is not dict or reply.get("ok") is not True or type(reply.get("value")) is not list:
+            return []
+        names = [protocol.safe_text(n, 100) for n in reply["value"][:50] if type(n) is str]
+        return [n for n in names if n.replace(".", "_").isidentifier()]
 
     # test namespace -------------------------------------------------------------------
     def _make(self, label: str) -> Any:
@@ -335,7 +393,8 @@ class Session:
 
     def namespace(self) -> dict[str, Any]:
         """Build a fresh test namespace: learner names as values/proxies + trusted imports."""
-        ns: dict[str, Any] = {"__name__": "__grader__", "__builtins__": builtins}
+        ns: dict[str, Any] = {"__name__": "__grader__", "__builtins__": grader_builtins()}
+        builtin_names = set(vars(builtins))
         self.ensure_alive()
         reply = self._request({"op": "globals"}, self.config.call_timeout, "reading your variables")
         if not isinstance(reply, dict) or reply.get("ok") is not True:
@@ -347,26 +406,22 @@ class Session:
             if type(pair) not in (list, tuple) or len(pair) != 2 or type(pair[0]) is not str:
                 continue
             name = pair[0]
-            if not name.isidentifier():
-                continue
+            if not name.isidentifier() or len(name) > 200 or name in builtin_names or name.startswith("__"):
+                continue  # a learner's `range`, `len`, `bool` ... never reaches a test cell
             try:
                 value = protocol.decode(pair[1], self._make(name))
             except protocol.ProtocolError:
                 continue
             if isinstance(value, _ModuleName):
-                top = value.name.split(".")[0]
-                if top in TRUSTED_MODULES:
-                    try:
-                        ns[name] = importlib.import_module(value.name)
-                    except ImportError:
-                        pass
+                module = trusted_module(value.name)
+                if module is not None:
+                    ns[name] = module
                 continue
             ns[name] = value
-        for alias, module in ALWAYS_TRUSTED.items():
-            try:
-                ns[alias] = importlib.import_module(module)
-            except ImportError:
-                pass
+        for alias, module_name in ALWAYS_TRUSTED.items():
+            module = trusted_module(module_name)
+            if module is not None:
+                ns[alias] = module
         if self.trusted_imports:
             for stmt in ast.parse(self.trusted_imports).body:
                 try:

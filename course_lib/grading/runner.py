@@ -14,6 +14,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import os
+import stat
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -21,9 +24,10 @@ from pathlib import Path
 
 from course_lib.grading import checks
 from course_lib.grading.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
-                                         load_notebook_json, plan_submission, scan_imports, to_python)
+                                         load_notebook_json, plan_submission)
+from course_lib.grading.protocol import safe_text
 from course_lib.grading.rpc import LearnerError, Session
-from course_lib.grading.sandbox import SandboxConfig, SandboxDied, set_child_subreaper
+from course_lib.grading.sandbox import UNSAFE_NOTE, SandboxConfig, SandboxDied, set_child_subreaper
 
 __all__ = ["TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
@@ -84,7 +88,119 @@ class SubmissionResult:
         return cls(**{**data, "notebooks": nbs})
 
 
-_STATUS_RANK = {"ok": 0, "timeout": 2, "sandbox died": 2, "invalid notebook": 3, "missing": 3, "grader error": 4}
+_STATUS_RANK = {"ok": 0, "timeout": 2, "sandbox died": 2, "invalid notebook": 3, "refused": 3, "missing": 3,
+                "grader error": 4}
+
+#: Largest submitted notebook read (bytes); bigger files are refused.
+MAX_NOTEBOOK_BYTES = 16 * 2**20
+#: Caps on what one notebook's result may hold (the gradebook stays small whatever the learner prints).
+MAX_OUTPUT_CHARS = 64 * 1024   # captured stdout/stderr of all cells together
+MAX_CELLS_RECORDED = 300
+MAX_NOTES = 50
+
+
+class SubmissionRefused(Exception):
+    """The submitted file is not a regular file inside the learner's folder (symlink, FIFO,
+    device, too big...); the message says what was wrong."""
+
+
+def read_submission(path: str | Path, student: str, max_bytes: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """Read a learner's notebook without following symlinks or opening special files.
+
+    Every path component from the learner's folder (the nearest ancestor named ``student``;
+    for ``alice.ipynb`` the file itself) down to the file must be a real directory or, last,
+    a regular file: a symlink (to the solutions, a classmate's notebook, ``/dev/zero``), a
+    FIFO or a device is refused. The file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and
+    checked again on the open descriptor, and at most ``max_bytes`` are read.
+
+    Raises:
+        SubmissionRefused: with a message for the learner and the teacher.
+    """
+    p = Path(os.path.abspath(path))
+    parts = p.parts
+    top = len(parts) - 1
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == student or (i == len(parts) - 1 and p.stem == student):
+            top = i
+            break
+    for i in range(top, len(parts)):
+        comp = Path(*parts[: i + 1])
+        try:
+            st = os.lstat(comp)
+        except OSError as exc:
+            raise SubmissionRefused(f"cannot read {comp.name}: {exc.strerror}") from None
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            raise SubmissionRefused(f"{comp.name} is a symbolic link; submit the notebook file itself")
+        if not last and not stat.S_ISDIR(st.st_mode):
+            raise SubmissionRefused(f"{comp.name} is not a folder")
+        if last and not stat.S_ISREG(st.st_mode):
+            raise SubmissionRefused(f"{comp.name} is not a regular file (a FIFO, a device or a folder); "
+                                    "submit the notebook file itself")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SubmissionRefused(f"cannot open {p.name}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SubmissionRefused(f"{p.name} is not a regular file; submit the notebook file itself")
+        if st.st_size > max_bytes:
+            raise SubmissionRefused(f"{p.name} is {st.st_size / 2**20:.1f} MB, more than the "
+                                    f"{max_bytes / 2**20:.0f} MB accepted; clear the outputs and re-save it")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > max_bytes:
+            raise SubmissionRefused(f"{p.name} is more than the {max_bytes / 2**20:.0f} MB accepted")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _load_submission(path: str | Path, student: str) -> dict:
+    """Parse a safely read notebook (NotebookError for broken JSON, as before)."""
+    raw = read_submission(path, student)
+    with tempfile.TemporaryDirectory(prefix="course-grade-nb-") as tmp:
+        private = Path(tmp) / Path(path).name  # same name: same messages from the parser
+        private.write_bytes(raw)
+        return load_notebook_json(private)
+
+
+def _bound_notebook(result: "NotebookResult") -> None:
+    """Cap and sanitise everything recorded for one notebook (learner text included)."""
+    budget = MAX_OUTPUT_CHARS
+    cells = []
+    for cell in result.cells[:MAX_CELLS_RECORDED]:
+        clean: dict = {}
+        for key, value in cell.items():
+            if isinstance(value, str):
+                limit = {"stdout": 4000, "stderr": 4000, "traceback": 4000}.get(key, 2000)
+                value = safe_text(value, max(0, min(limit, budget)) if key in ("stdout", "stderr") else limit)
+                if key in ("stdout", "stderr"):
+                    budget -= len(value)
+            elif isinstance(value, list):
+                value = [safe_text(v, 200) for v in value[:20]]
+            elif not isinstance(value, (int, float, bool, type(None))):
+                value = safe_text(str(value), 200)
+            clean[str(key)] = value
+        cells.append(clean)
+    if len(result.cells) > MAX_CELLS_RECORDED:
+        result.notes.append(f"only the first {MAX_CELLS_RECORDED} cells are recorded "
+                            f"({len(result.cells)} ran)")
+    if budget <= 0:
+        result.notes.append(f"printed output beyond {MAX_OUTPUT_CHARS} characters in total was not kept")
+    result.cells = cells
+    notes = [safe_text(n, 1000) for n in result.notes]
+    result.notes = notes[:MAX_NOTES] + ([f"... {len(notes) - MAX_NOTES} more notes"] if len(notes) > MAX_NOTES
+                                        else [])
+    for t in result.tests:
+        t.message = safe_text(t.message, 2000)
+        t.details = safe_text(t.details, 4000)
 
 
 def _fail_all(source: SourceNotebook, column_prefix: str, message: str, public_only: bool) -> list[TestOutcome]:
@@ -168,7 +284,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
 
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                    config: SandboxConfig | None = None, seed: int | None = None, column_prefix: str = "",
-                   public_only: bool = False) -> NotebookResult:
+                   public_only: bool = False, student: str | None = None) -> NotebookResult:
     """Grade one learner notebook against its source notebook.
 
     Args:
@@ -178,6 +294,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         seed: fixed seed for exact replay; None draws fresh inputs from ``os.urandom``.
         column_prefix: prefix of gradebook columns (``"nb:"`` for multi-notebook assignments).
         public_only: run only the public part of each test (learner self-check).
+        student: the learner's id (their folder's name): no component from that folder
+            down to the notebook may be a symlink (default: the notebook's own name).
 
     Returns:
         A :class:`NotebookResult`; never raises for problems in the submission.
@@ -186,27 +304,31 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     set_child_subreaper()
     start = time.monotonic()
     result = NotebookResult(source.name, "ok")
+    if config.isolation == "none":
+        result.notes.append(UNSAFE_NOTE)
     if submission is None:
         result.status = "missing"
         result.tests = _fail_all(source, column_prefix, "no notebook submitted", public_only)
         return result
     try:
-        learner = load_notebook_json(submission)
+        learner = _load_submission(submission, student if student is not None else Path(submission).stem)
+    except SubmissionRefused as exc:
+        result.status = "refused"
+        result.notes.append(str(exc))
+        result.tests = _fail_all(source, column_prefix, f"your submission was refused: {exc}", public_only)
+        _bound_notebook(result)
+        return result
     except NotebookError as exc:
         result.status = "invalid notebook"
         result.notes.append(str(exc))
         result.tests = _fail_all(source, column_prefix, f"your notebook could not be read: {exc}", public_only)
+        _bound_notebook(result)
         return result
     plan = plan_submission(source, learner)
     result.notes.extend(plan.notes)
-    learner_sources = [s.source for s in plan.steps if s.kind == "learner"]
-    imported = scan_imports(learner_sources)
-    if imported:
-        result.notes.append("Your code imports the course's reference implementation ("
-                            + ", ".join(imported) + "). The grader checks what your code does, not where "
-                            "it comes from, but your teacher can see this note.")
     seed_base = None if seed is None else str(seed).encode()
     session: Session | None = Session(config, source.trusted_imports)
+    session.deadline = start + config.submission_timeout
     try:
         try:
             assert session is not None
@@ -226,7 +348,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                     continue
                 if not step.source.strip():
                     continue
-                run = session.exec_cell(step.index, to_python(step.source))
+                run = session.exec_cell(step.index, step.source)  # IPython syntax is handled in the sandbox
                 result.cells.append(asdict(run))
             else:
                 assert step.test is not None
@@ -238,6 +360,12 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                                                     hidden=step.test.has_hidden))
                     continue
                 result.tests.append(_run_test(session, step.test, column, seed_base, public_only))
+        if session is not None:
+            imported = session.loaded_reference()
+            if imported:
+                result.notes.append("Your code imports the course's reference implementation ("
+                                    + ", ".join(imported) + "). The grader checks what your code does, not "
+                                    "where it comes from, but your teacher can see this note.")
     finally:
         if session is not None:
             session.close()
@@ -251,6 +379,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
     result.duration = round(time.monotonic() - start, 3)
+    _bound_notebook(result)
     return result
 
 
@@ -275,9 +404,11 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
     for name, source in assignment.notebooks.items():
         try:
             results.append(grade_notebook(source, notebooks.get(name), config=config, seed=seed,
-                                          column_prefix=f"{name}:" if multi else "", public_only=public_only))
+                                          column_prefix=f"{name}:" if multi else "", public_only=public_only,
+                                          student=student))
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
-            nb = NotebookResult(name, "grader error", notes=[f"internal grader error: {type(exc).__name__}: {exc}"])
+            nb = NotebookResult(name, "grader error",
+                                notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])
             nb.tests = _fail_all(source, f"{name}:" if multi else "", "not graded: internal grader error",
                                  public_only)
             results.append(nb)
@@ -285,6 +416,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
     status = "ok" if statuses == ["ok"] else "; ".join(s for s in statuses if s != "ok")
     total = sum(t.points for r in results for t in r.tests)
     max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
-    return SubmissionResult(student, assignment.name, status, round(total, 4), round(max_total, 4), results,
+    return SubmissionResult(safe_text(student, 200), assignment.name, status, round(total, 4), round(max_total, 4),
+                            results,
                             seed="random" if seed is None else str(seed),
                             duration=round(time.monotonic() - start, 3))

@@ -1,19 +1,28 @@
-"""The sandbox subprocess that runs learner code, and process hygiene around it.
+"""The sandbox that runs learner code, and process hygiene around it.
 
-Layered defences (see docs/GRADING.md):
+Layered defences (see docs/GRADING.md, "Isolation"):
 
-* a fresh interpreter (``python -I``) in a private temporary directory, with a scrubbed
-  environment and ``start_new_session=True``;
-* resource limits: address space, file size, CPU time, no core dumps; wall-clock
-  timeouts per cell and per call, enforced by the grader (it kills the sandbox);
-* when the grader runs as root, the sandbox runs as an unprivileged user (``nobody``)
-  and owns only its temporary directory. If that user can execute the interpreter it is
-  started directly with ``subprocess``' ``user=``/``group=``/``extra_groups=[]``;
-  otherwise (an interpreter under ``/root``) the sandbox imports its libraries first and
-  then switches user before any learner code runs;
-* the grader makes itself a child subreaper, so processes that the learner double-forks
-  and detaches are re-parented to it, and :func:`kill_descendants` kills every one of
-  them (walking ``/proc``) before any result is written.
+* **bubblewrap** (``bwrap``): every sandbox lives in its own user, mount, pid, network,
+  IPC, UTS and cgroup namespaces. Its filesystem is a read-only view of the system
+  libraries, the Python installation, site-packages and the ``course_lib`` package
+  directory only (never the checkout, ``solutions/``, other submissions or the output
+  folder), with fresh, size-limited tmpfs for ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
+  ``HOME`` that disappear with it. It has no network, cannot see or signal any process but
+  its own, and holds no capability. The same holds whether the grader runs as root or as
+  an ordinary user.
+* a per-grader **fork server** (a Python that imported torch once, itself inside bwrap)
+  forks one sandbox per submission; each fork enters new mount/pid/IPC namespaces of its
+  own, mounts its private tmpfs, hides ``/proc``, drops every capability, sets
+  ``no_new_privs`` and its resource limits before it reads any learner code;
+* resource limits (address space, file size, CPU, processes, open files, no core dumps)
+  and wall-clock timeouts per cell and per call, enforced by the grader (it kills the
+  sandbox);
+* the grader makes itself a child subreaper and kills every descendant after each
+  submission (:func:`kill_descendants`).
+
+Where bubblewrap or user namespaces are missing, :func:`isolation_status` says why, and
+the grader refuses unless the teacher asked for ``isolation="none"``
+(``course-grade --unsafe-no-sandbox``), which is recorded in every learner's notes.
 """
 
 from __future__ import annotations
@@ -34,8 +43,8 @@ from typing import Any
 
 from course_lib.grading import protocol
 
-__all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "set_child_subreaper",
-           "descendants", "kill_descendants"]
+__all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "IsolationUnavailable",
+           "isolation_status", "require_isolation", "set_child_subreaper", "descendants", "kill_descendants"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
@@ -66,6 +75,13 @@ class SandboxConfig:
             grader process; ~0.1 s instead of a torch import per sandbox). Each fork sets
             its limits and drops privileges before any learner code; no learner code ever
             runs in the zygote. False: a fresh ``python -I`` per sandbox.
+        isolation: "bwrap" (default: operating-system isolation with bubblewrap; the
+            grader refuses to run learner code when it is unavailable) or "none" (the
+            teacher's explicit choice: no isolation beyond a separate process, limits
+            and ``user`` when root; recorded in every learner's notes).
+        tmp_bytes: size of each private tmpfs (``/tmp`` = ``HOME``; ``/var/tmp`` and
+            ``/dev/shm`` get a quarter each).
+        max_open_files: RLIMIT_NOFILE of the sandbox.
     """
 
     cell_timeout: float = 30.0
@@ -81,6 +97,9 @@ class SandboxConfig:
     max_restarts: int = 1
     submission_timeout: float = 600.0
     fork_server: bool = True
+    isolation: str = "bwrap"
+    tmp_bytes: int = 64 * 2**20
+    max_open_files: int = 1024
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +113,146 @@ class SandboxDied(Exception):
 
 class SandboxTimeout(SandboxDied):
     """Learner code ran past its wall-clock limit (the sandbox was killed)."""
+
+
+class IsolationUnavailable(RuntimeError):
+    """The operating-system sandbox (bubblewrap) cannot run here; the grader refuses."""
+
+
+# -- operating-system isolation (bubblewrap) ------------------------------------------------
+
+#: Environment variable naming the bwrap binary (default: ``bwrap`` on PATH).
+BWRAP_ENV = "COURSE_GRADE_BWRAP"
+_ISOLATION: dict[str, tuple[bool, str]] = {}
+#: Mount points that get a fresh private tmpfs in every sandbox.
+_PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+_HOW_TO_GET = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
+               "`sudo dnf install bubblewrap`) on a Linux kernel with unprivileged user namespaces "
+               "(`sysctl kernel.unprivileged_userns_clone=1` where that setting exists; in Docker, run with "
+               "`--security-opt seccomp=unconfined` or use the host); or pass --unsafe-no-sandbox to grade "
+               "WITHOUT isolation (learner code can then read the solutions and your files)")
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap binary, or None."""
+    name = os.environ.get(BWRAP_ENV) or "bwrap"
+    return shutil.which(name)
+
+
+def _readable_paths() -> list[str]:
+    """Directories the sandbox may read: the Python installation, site-packages, course_lib.
+
+    Never the checkout: if ``course_lib`` is installed editable, only its package
+    directory is shown (``solutions/``, ``tests/``, the output folder stay invisible).
+    """
+    import site
+    import sysconfig
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            paths.add(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    try:
+        paths.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    exe = os.path.realpath(sys.executable)
+    paths.add(os.path.dirname(os.path.dirname(exe)))  # the real interpreter's prefix
+    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    paths.add(str(Path(__file__).resolve().parents[1]))  # the course_lib package only
+    out = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    # drop the ones inside another (one bind covers them), and system dirs bound anyway
+    kept: list[str] = []
+    for p in out:
+        if p in ("/", "/usr") or any(p.startswith(k + "/") for k in kept):
+            continue
+        kept.append(p)
+    return [p for p in kept if not p.startswith("/usr/")]
+
+
+def bwrap_argv(*, zygote: bool, tmp_bytes: int = 64 * 2**20) -> list[str]:
+    """The bubblewrap command line (without the program) for a fork server or a sandbox.
+
+    Args:
+        zygote: for the fork server, which keeps capabilities inside its own user
+            namespace so that each fork can enter new mount/pid/IPC namespaces (forks drop
+            them all before any learner code). A one-off sandbox gets none.
+        tmp_bytes: size of the tmpfs mounted at ``/tmp`` (one-off sandbox).
+    """
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise IsolationUnavailable("bubblewrap (bwrap) is not installed: " + _HOW_TO_GET)
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/alternatives"):
+        if os.path.exists(etc):
+            argv += ["--ro-bind", etc, etc]
+    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    for path in _readable_paths():
+        argv += ["--ro-bind", path, path]
+    argv += ["--dev", "/dev", "--proc", "/proc",
+             "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+             "--size", str(max(tmp_bytes // 4, 2**20)), "--tmpfs", "/var/tmp",
+             "--remount-ro", "/", "--chdir", "/tmp"]
+    if zygote:
+        argv += ["--cap-add", "ALL"]
+    return argv
+
+
+def isolation_status(refresh: bool = False) -> tuple[bool, str]:
+    """Can sandboxes run under bubblewrap here? Returns (ok, reason or description)."""
+    key = f"{os.geteuid()}:{sys.executable}"
+    if key in _ISOLATION and not refresh:
+        return _ISOLATION[key]
+    status: tuple[bool, str]
+    if not sys.platform.startswith("linux"):
+        status = (False, f"operating-system isolation needs Linux (this is {sys.platform}): " + _HOW_TO_GET)
+    elif bwrap_path() is None:
+        status = (False, "bubblewrap (bwrap) is not installed: " + _HOW_TO_GET)
+    elif any(p == t or p.startswith(t + "/") for p in _readable_paths() for t in _PRIVATE_TMP):
+        status = (False, "the Python installation or course_lib lives under " + ", ".join(_PRIVATE_TMP) + " ("
+                  + ", ".join(p for p in _readable_paths() if p.startswith(_PRIVATE_TMP)) + "), which every "
+                  "sandbox replaces by its own empty tmpfs; install them elsewhere")
+    else:
+        probe = ("import os; m = open('/proc/self/uid_map').read().split(); "
+                 "assert m != ['0', '0', '4294967295'], 'no user namespace'; "
+                 "print('isolated', os.listdir('/tmp'))")
+        try:
+            res = subprocess.run([*bwrap_argv(zygote=True), sys.executable, "-I", "-S", "-c", probe],
+                                 capture_output=True, text=True, timeout=60, cwd="/",
+                                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            if res.returncode == 0 and "isolated []" in res.stdout:
+                status = (True, f"bubblewrap ({bwrap_path()})")
+            else:
+                why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+                status = (False, f"bubblewrap cannot start a sandbox here ({why[0][:300]}): " + _HOW_TO_GET)
+        except (OSError, subprocess.SubprocessError) as exc:
+            status = (False, f"bubblewrap cannot start a sandbox here ({exc}): " + _HOW_TO_GET)
+    _ISOLATION[key] = status
+    return status
+
+
+def require_isolation(config: "SandboxConfig") -> None:
+    """Raise :class:`IsolationUnavailable` unless ``config`` may run learner code here."""
+    if config.isolation == "none":
+        return
+    if config.isolation != "bwrap":
+        raise ValueError(f"unknown isolation {config.isolation!r} (use 'bwrap' or 'none')")
+    ok, why = isolation_status()
+    if not ok:
+        raise IsolationUnavailable("refusing to run learner code without a sandbox: " + why)
+
+
+#: Note added to every learner's results when the teacher graded without isolation.
+UNSAFE_NOTE = ("Graded WITHOUT operating-system isolation (--unsafe-no-sandbox): learner code could read "
+               "and change files of the grading account. Regrade with bubblewrap installed.")
 
 
 # -- process hygiene --------------------------------------------------------------------
@@ -225,29 +384,71 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+def _host_descendants_of(pid: int) -> dict[int, str]:
+    try:
+        return descendants(pid)
+    except OSError:
+        return {}
+
+
+def _ns_pid_map(pids: list[int]) -> dict[int, int]:
+    """{pid in the fork server's pid namespace: host pid} for the given host pids
+    (from the ``NSpid`` line of ``/proc/PID/status``)."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                for line in fh.read(8192).decode("ascii", "replace").splitlines():
+                    if line.startswith("NSpid:"):
+                        parts = line.split()[1:]
+                        if len(parts) >= 3:  # host, bwrap (the zygote's) namespace, the sandbox's own
+                            out[int(parts[1])] = pid
+                        break
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 class ForkServer:
     """The zygote: a sandbox interpreter with everything imported, forking one sandbox per
-    request (see ``sandbox_main.zygote``). One per grader process and privilege mode."""
+    request (see ``sandbox_main.zygote``). One per grader process and privilege mode.
 
-    def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float) -> None:
+    In ``"bwrap"`` mode the zygote itself runs inside bubblewrap, and each sandbox it forks
+    enters new mount, pid and IPC namespaces of its own (so it cannot see or signal the
+    zygote or an earlier sandbox) before dropping every capability.
+    """
+
+    def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
+                 tmp_bytes: int = 64 * 2**20) -> None:
         import json
         import socket
         self.mode = mode
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        cfg = {"sock_fd": child.fileno(), "sys_path": [_project_root()], "threads": threads}
+        cfg = {"sock_fd": child.fileno(), "sys_path": _sandbox_sys_path(mode), "threads": threads,
+               "isolated": mode == "bwrap"}
         kwargs: dict[str, Any] = {}
         if mode == "spawn":
             kwargs = {"user": uid, "group": gid, "extra_groups": []}
+        prefix = bwrap_argv(zygote=True, tmp_bytes=tmp_bytes) if mode == "bwrap" else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote", json.dumps(cfg)],
+            [*prefix, sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote",
+             json.dumps(cfg)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
-            env=_scrubbed_env("/", threads), pass_fds=[child.fileno()], start_new_session=True, **kwargs)
+            env=_scrubbed_env("/tmp" if mode == "bwrap" else "/", threads), pass_fds=[child.fileno()],
+            start_new_session=True, **kwargs)
         child.close()
         self.sock.settimeout(startup_timeout)
-        hello = json.loads(self.sock.recv(1 << 16) or b"{}")
+        try:
+            hello = json.loads(self.sock.recv(1 << 16) or b"{}")
+        except (OSError, ValueError):
+            hello = {}
         if not hello.get("ready"):
+            self.proc.kill()
+            self.proc.wait()
             raise OSError("the sandbox fork server did not start")
         self.sock.settimeout(30)
+        #: host pids of bwrap and the zygote: long-lived, never learner processes
+        self.pids = {self.proc.pid, *_host_descendants_of(self.proc.pid)}
 
     def _ask(self, req: dict, fds: list[int] | None = None) -> dict:
         import json
@@ -260,13 +461,27 @@ class ForkServer:
         reply = self.sock.recv(1 << 16)
         if not reply:
             raise OSError("the sandbox fork server is gone")
-        return json.loads(reply)
+        out = json.loads(reply)
+        if not isinstance(out, dict):
+            raise OSError("the sandbox fork server answered garbage")
+        return out
 
     def fork(self, job: dict, fds: list[int]) -> int:
-        return int(self._ask({"op": "fork", **job}, fds)["pid"])
+        reply = self._ask({"op": "fork", **job}, fds)
+        pid = reply.get("pid")
+        if type(pid) is not int or pid <= 0:
+            raise OSError(f"the sandbox fork server could not start a sandbox: {reply.get('error', '?')}")
+        return pid
 
     def wait(self, pid: int, timeout: float) -> int | None | str:
         return self._ask({"op": "wait", "pid": pid, "timeout": timeout})["code"]
+
+    def host_pid(self, pid: int) -> int | None:
+        """Host pid of a sandbox given its pid in the zygote's namespace."""
+        if self.mode != "bwrap":
+            return pid
+        table = _host_descendants_of(self.proc.pid)
+        return _ns_pid_map([p for p in table if p not in self.pids]).get(pid)
 
     @property
     def alive(self) -> bool:
@@ -284,29 +499,50 @@ class ForkServer:
 _FORK_SERVERS: dict[tuple, ForkServer] = {}
 
 
-def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float) -> ForkServer:
+def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
+                tmp_bytes: int = 64 * 2**20) -> ForkServer:
     """The (lazily started) fork server of this process for a privilege mode."""
-    key = (os.getpid(), mode, uid, threads)
+    key = (os.getpid(), mode, uid, threads, tmp_bytes)
     server = _FORK_SERVERS.get(key)
     if server is None or not server.alive:
-        server = ForkServer(mode, uid, gid, threads, startup_timeout)
+        server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes)
         _FORK_SERVERS[key] = server
     return server
 
 
 def fork_server_pids() -> set[int]:
-    """Pids of this process's fork servers (long-lived; not learner processes)."""
-    return {srv.proc.pid for key, srv in _FORK_SERVERS.items() if key[0] == os.getpid() and srv.alive}
+    """Host pids of this process's fork servers (bwrap and the zygote: long-lived, not learner
+    processes)."""
+    out: set[int] = set()
+    for key, srv in _FORK_SERVERS.items():
+        if key[0] == os.getpid() and srv.alive:
+            out |= srv.pids
+    return out
+
+
+def _sandbox_sys_path(mode: str) -> list[str]:
+    """Extra ``sys.path`` of the sandbox: the directory holding ``course_lib`` (in bwrap mode
+    only the package itself is visible there, not the rest of the checkout)."""
+    return [str(Path(__file__).resolve().parents[2])]
 
 
 def _scrubbed_env(home: str, threads: int) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+            "USER": "learner", "LOGNAME": "learner",
             "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
             "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "COURSE_GRADING": "1"}
 
 
+def _private_log() -> int:
+    """An unlinked temporary file (read and write) for a sandbox's stderr."""
+    fd, path = tempfile.mkstemp(prefix="course-grade-log-")
+    os.unlink(path)
+    return fd
+
+
 class Sandbox:
-    """One sandbox process. Not thread-safe; one request at a time.
+    """One sandbox process. Not thread-safe; one request at a time, and one live sandbox at
+    a time per fork server (the fork server of a process serves one submission at a time).
 
     Args:
         config: limits and policy.
@@ -316,10 +552,12 @@ class Sandbox:
         self.config = config
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
+        self.host_pid: int | None = None
         self.server: ForkServer | None = None
         self.req_fd: int | None = None
         self.resp_fd: int | None = None
         self.tmpdir: str | None = None
+        self.log_fd: int | None = None
         self.dead_reason: str | None = None
         self.exit_code: int | None = None
         self._reaped = False
@@ -329,16 +567,24 @@ class Sandbox:
 
     @staticmethod
     def prepare(config: SandboxConfig) -> None:
-        """Start this process's fork server now (so it is not counted as a sandbox process)."""
+        """Start this process's fork server now (so it is not counted as a sandbox process).
+
+        Raises:
+            IsolationUnavailable: bubblewrap is needed (``config.isolation == "bwrap"``) and
+                cannot run here.
+        """
+        require_isolation(config)
         if config.fork_server:
             mode, uid, gid = Sandbox._mode(config)
             try:
-                fork_server(mode, uid, gid, config.threads, config.startup_timeout)
+                fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes)
             except OSError:
                 pass
 
     @staticmethod
     def _mode(cfg: SandboxConfig) -> tuple[str, int | None, int | None]:
+        if cfg.isolation == "bwrap":
+            return "bwrap", None, None
         if os.geteuid() != 0 or cfg.drop_privileges == "never":
             return "none", None, None
         uid, gid = _user_ids(cfg.user)
@@ -353,32 +599,44 @@ class Sandbox:
     def start(self) -> None:
         import json
         cfg = self.config
-        self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")
+        require_isolation(cfg)
         mode, run_uid, run_gid = self._mode(cfg)
-        if run_uid is not None and run_gid is not None:
-            os.chown(self.tmpdir, run_uid, run_gid)
-        os.chmod(self.tmpdir, 0o700)
         self.privilege_mode = mode
-        home = os.path.join(self.tmpdir, "home")
-        os.mkdir(home)
-        if run_uid is not None and run_gid is not None:
-            os.chown(home, run_uid, run_gid)
+        if mode == "bwrap":
+            home = "/tmp"  # a private tmpfs of this sandbox alone
+        else:
+            self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")
+            if run_uid is not None and run_gid is not None:
+                os.chown(self.tmpdir, run_uid, run_gid)
+            os.chmod(self.tmpdir, 0o700)
+            home = os.path.join(self.tmpdir, "home")
+            os.mkdir(home)
+            if run_uid is not None and run_gid is not None:
+                os.chown(home, run_uid, run_gid)
         job: dict[str, Any] = {
             "memory_bytes": cfg.memory_bytes, "file_size_bytes": cfg.file_size_bytes,
-            "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": [_project_root()],
+            "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": _sandbox_sys_path(mode),
             "drop": mode, "uid": run_uid, "gid": run_gid,
-            "max_processes": cfg.max_processes if run_uid is not None else None,
+            "max_processes": cfg.max_processes if (run_uid is not None or mode == "bwrap") else None,
+            "max_open_files": cfg.max_open_files, "tmp_bytes": cfg.tmp_bytes,
+            "isolate": mode == "bwrap" and cfg.fork_server,
             "cwd": home, "env": _scrubbed_env(home, cfg.threads),
         }
-        log_path = os.path.join(self.tmpdir, "sandbox.log")
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if run_uid is not None and run_gid is not None:
-            os.fchown(log_fd, run_uid, run_gid)
+        # The log is an unlinked file only the grader can name: the sandbox gets a write
+        # descriptor, the grader reads its own descriptor (never a path the sandbox could
+        # replace with a FIFO or a symlink).
+        self.log_fd = _private_log()
+        log_fd = os.dup(self.log_fd)
+        if run_uid is not None and run_gid is not None and mode != "bwrap":
+            try:
+                os.fchown(log_fd, run_uid, run_gid)
+            except OSError:
+                pass
         try:
             server = None
             if cfg.fork_server:
                 try:
-                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout)
+                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout, cfg.tmp_bytes)
                 except OSError:
                     server = None  # fall back to a fresh interpreter
             if server is not None:
@@ -387,6 +645,11 @@ class Sandbox:
                 try:
                     self.pid = server.fork(job, [req_r, resp_w, log_fd])
                     self.server = server
+                    self.host_pid = server.host_pid(self.pid)
+                except OSError:
+                    os.close(req_w)
+                    os.close(resp_r)
+                    raise SandboxDied("the sandbox did not start (fork server failure)") from None
                 finally:
                     os.close(req_r)
                     os.close(resp_w)
@@ -395,12 +658,13 @@ class Sandbox:
                 kwargs: dict[str, Any] = {}
                 if mode == "spawn":
                     kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
+                prefix = bwrap_argv(zygote=False, tmp_bytes=cfg.tmp_bytes) if mode == "bwrap" else []
                 script = str(Path(__file__).with_name("sandbox_main.py"))
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-I", script, json.dumps(job)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, cwd=home, env=job["env"],
-                    start_new_session=True, close_fds=True, **kwargs)
-                self.pid = self.proc.pid
+                    [*prefix, sys.executable, "-I", script, json.dumps(job)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, cwd="/" if prefix else home,
+                    env=job["env"], start_new_session=True, close_fds=True, **kwargs)
+                self.pid = self.host_pid = self.proc.pid
                 assert self.proc.stdin is not None and self.proc.stdout is not None
                 self.req_fd, self.resp_fd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         finally:
@@ -409,7 +673,7 @@ class Sandbox:
         if not isinstance(hello, dict) or not hello.get("ready"):
             self.kill()
             raise SandboxDied("the sandbox did not start correctly")
-        self.uid = hello.get("uid")
+        self.uid = hello.get("uid") if type(hello.get("uid")) is int else None
 
     @property
     def alive(self) -> bool:
@@ -442,15 +706,24 @@ class Sandbox:
         return self.exit_code
 
     def kill(self) -> None:
-        """Kill the sandbox's process group (descendants are swept by the caller)."""
+        """Kill the sandbox and every process in it (descendants are also swept by the caller)."""
         if self.pid is None:
             return
-        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
-            try:
-                if not self._reaped:
-                    target()
-            except (ProcessLookupError, PermissionError):
-                pass
+        if not self._reaped:
+            if self.server is not None and self.server.mode == "bwrap":
+                # the sandbox is the init of its own pid namespace: killing it kills them all
+                host = self.host_pid or self.server.host_pid(self.pid)
+                if host is not None and host in _host_descendants_of(self.server.proc.pid):
+                    try:
+                        os.kill(host, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            else:
+                for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
+                    try:
+                        target()
+                    except (ProcessLookupError, PermissionError):
+                        pass
         self._exit_code(10)
         if self.proc is not None:
             for stream in (self.proc.stdin, self.proc.stdout):
@@ -474,18 +747,20 @@ class Sandbox:
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
+        if self.log_fd is not None:
+            os.close(self.log_fd)
+            self.log_fd = None
 
     def log_tail(self, limit: int = 400) -> str:
-        if not self.tmpdir:
+        """The end of the sandbox's stderr (read through the grader's own descriptor)."""
+        if self.log_fd is None:
             return ""
         try:
-            with open(os.path.join(self.tmpdir, "sandbox.log"), "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - limit))
-                return fh.read().decode("utf-8", "replace")
+            size = os.fstat(self.log_fd).st_size
+            data = os.pread(self.log_fd, limit, max(0, size - limit))
         except OSError:
             return ""
+        return data.decode("utf-8", "backslashreplace")
 
     # requests -------------------------------------------------------------------------
     def request(self, message: dict, timeout: float, what: str) -> Any:

@@ -33,7 +33,10 @@ PRELOAD = [
     "warnings", "string", "textwrap", "enum", "contextlib", "abc", "numbers", "heapq", "bisect",
     "inspect", "sysconfig", "shlex", "importlib.resources", "importlib.metadata", "unicodedata",
     "numpy", "torch", "torch.nn", "torch.nn.functional", "torch.testing", "course_lib",
+    "course_lib.grading.checks", "IPython.core.inputtransformer2",
 ]
+#: Modules of course_lib that are not the reference answers (the toolkit tests use).
+_NOT_REFERENCE = ("course_lib.grading",)
 
 
 class _Capped(io.TextIOBase):
@@ -103,6 +106,131 @@ def _apply_limits(cfg: dict) -> None:
     setlim(resource.RLIMIT_FSIZE, cfg.get("file_size_bytes"))
     setlim(resource.RLIMIT_CPU, cfg.get("cpu_seconds"), 5)
     setlim(resource.RLIMIT_NPROC, cfg.get("max_processes"))
+    setlim(resource.RLIMIT_NOFILE, cfg.get("max_open_files"))
+
+
+_libc: Any = None
+
+
+def _c() -> Any:
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        import ctypes
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
+_MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV = 16384, 1 << 18, 2, 4
+
+
+def _isolate(job: dict) -> None:
+    """In a fork of the zygote (inside bwrap): new mount, pid and IPC namespaces, and a fresh,
+    size-limited tmpfs for /tmp (also HOME), /var/tmp and /dev/shm; /proc is hidden (the
+    sandbox has no business with processes, and the zygote's would be visible there).
+    The next process forked is the init of the new pid namespace."""
+    libc = _c()
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    size = int(job.get("tmp_bytes") or 64 * 2**20)
+    for target, nbytes in ((b"/tmp", size), (b"/var/tmp", size // 4), (b"/dev/shm", size // 4)):
+        opts = f"size={max(nbytes, 2**20)},nr_inodes=4096,mode=0700".encode()
+        _check(libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), f"mount tmpfs {target!r}")
+    _check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4096,nr_inodes=8,mode=0555"),
+           "hide /proc")
+
+
+#: System calls a sandbox never needs and that reach past its namespaces (kernel keyrings,
+#: tracing, BPF, modules, mounts, new namespaces): they fail with EPERM. ``clone3`` fails with
+#: ENOSYS so that the C library falls back to ``clone``, whose namespace flags are refused.
+_DENIED = {
+    "x86_64": (0xC000003E, {"ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
+                            "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320,
+                            "init_module": 175, "finit_module": 313, "delete_module": 176, "mount": 165,
+                            "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308, "swapon": 167,
+                            "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425,
+                            "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
+               56, 435),
+    "aarch64": (0xC00000B7, {"ptrace": 117, "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
+                             "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104, "kexec_file_load": 294,
+                             "init_module": 105, "finit_module": 273, "delete_module": 106, "mount": 40,
+                             "umount2": 39, "pivot_root": 41, "unshare": 97, "setns": 268, "swapon": 224,
+                             "process_vm_readv": 270, "process_vm_writev": 271, "io_uring_setup": 425,
+                             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
+                220, 435),
+}
+_NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+
+
+def _seccomp() -> bool:
+    """Install a seccomp filter refusing :data:`_DENIED` (needs no_new_privs). Returns
+    False on an architecture we have no table for (the rest of the isolation still holds)."""
+    import ctypes
+    import platform
+    table = _DENIED.get(platform.machine())
+    if table is None:
+        return False
+    arch, denied, clone_nr, clone3_nr = table
+    ld_abs, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    prog: list[tuple[int, int, int, int]] = [
+        (ld_abs, 0, 0, 4),                      # A = arch
+        (jeq, 1, 0, arch),                      # right arch: skip the next instruction
+        (ret, 0, 0, eperm),                     # another ABI: refuse everything
+        (ld_abs, 0, 0, 0),                      # A = syscall number
+        (jge, 0, 1, 0x40000000),                # x32 ABI numbers: refuse
+        (ret, 0, 0, eperm),
+        (jeq, 0, 1, clone3_nr),
+        (ret, 0, 0, enosys),
+    ]
+    for nr in denied.values():
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 3, clone_nr),             # clone: look at its flags (low 32 bits of args[0])
+             (ld_abs, 0, 0, 16),
+             (jset, 0, 1, _NAMESPACE_FLAGS),
+             (ret, 0, 0, eperm),
+             (ret, 0, 0, allow)]
+
+    class _Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                    ("k", ctypes.c_uint32)]
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
+
+    insns = (_Insn * len(prog))(*[_Insn(*i) for i in prog])
+    fprog = _Prog(len(prog), insns)
+    _check(_c().prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    return True
+
+
+def _drop_capabilities() -> None:
+    """Drop every capability (bounding, ambient, effective, permitted, inheritable) and set
+    no_new_privs: learner code runs without any privilege, even inside its user namespace."""
+    import ctypes
+    libc = _c()
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (EINVAL past the last capability)
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+    class _Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class _Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header, data = _Header(0x20080522, 0), (_Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+    _check(libc.prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    _seccomp()
 
 
 def _drop_privileges_late(cfg: dict) -> None:
@@ -254,12 +382,20 @@ class Server:
     def op_exec(self, req: dict) -> dict:
         name = f"<cell {req['cell']}>"
         source = req["source"]
-        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
         out, err = _Capped(), _Capped()
         old = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         error = None
         try:
+            if req.get("ipython") and ("%" in source or "!" in source or "?" in source):
+                # IPython syntax (magics, !shell) to Python, here: learner source is never
+                # transformed in the grader (where a slow transform would stall everyone)
+                try:
+                    from IPython.core.inputtransformer2 import TransformerManager
+                    source = TransformerManager().transform_cell(source)
+                except Exception:  # noqa: BLE001 - compile() reports the SyntaxError
+                    pass
+            linecache.cache[name] = (len(source), None, source.splitlines(True), name)
             exec(compile(source, name, "exec"), self.ns)
         except BaseException as exc:  # noqa: BLE001 - like "allow errors": keep going
             error = self.error(exc)
@@ -267,6 +403,11 @@ class Server:
             sys.stdout, sys.stderr = old
         notes, self.ipython.notes = self.ipython.notes, []
         return {"ok": True, "error": error, "stdout": out.getvalue(), "stderr": err.getvalue(), "notes": notes}
+
+    def op_loaded(self, req: dict) -> Any:
+        """Reference modules of course_lib this process loaded (the learner's imports)."""
+        names = {n for n in list(sys.modules) if isinstance(n, str) and _is_reference(n)}
+        return sorted(names | _IMPORTED)[:50]
 
     def op_globals(self, req: dict) -> Any:
         skip = {"In", "Out", "exit", "quit", "_", "__", "___"}
@@ -351,9 +492,75 @@ def _preload(cfg: dict) -> None:
     torch.set_num_threads(int(threads))
 
 
+_IMPORTED: set[str] = set()
+
+
+def _is_reference(name: str) -> bool:
+    """A course_lib module with reference answers (loading the real package loads them all)."""
+    return name.startswith("course_lib.") and not name.startswith(_NOT_REFERENCE)
+
+
+def _forget_reference() -> None:
+    """Unload course_lib's reference modules (the zygote imported them) so that using one
+    means loading it again, which :meth:`Server.op_loaded` then reports, whatever the way
+    (``import``, ``importlib.import_module``, ``__import__``, ``sys.modules``).
+
+    ``course_lib`` itself becomes a stand-in package: ``course_lib.grading`` stays loaded
+    (tests use its toolkit), and reading any other attribute (``cl.masked_softmax``) loads
+    the real package first.
+    """
+    import gc
+    import importlib
+    import types
+    real = sys.modules.get("course_lib")
+    if real is None:
+        return
+    for name in [n for n in sys.modules if n == "course_lib" or _is_reference(n)]:
+        del sys.modules[name]
+
+    class _CourseLib(types.ModuleType):
+        def __getattr__(self, attr: str) -> Any:
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            if sys.modules.get("course_lib") is self:
+                del sys.modules["course_lib"]
+                try:
+                    full = importlib.import_module("course_lib")
+                finally:
+                    sys.modules.setdefault("course_lib", self)
+            else:
+                full = sys.modules["course_lib"]
+            return getattr(full, attr)
+
+    stub = _CourseLib("course_lib", real.__doc__)
+    for attr in ("__file__", "__path__", "__spec__", "__loader__", "__package__"):
+        setattr(stub, attr, getattr(real, attr, None))
+    grading = sys.modules.get("course_lib.grading")
+    if grading is not None:
+        stub.grading = grading  # type: ignore[attr-defined]
+    sys.modules["course_lib"] = stub
+    del real
+    gc.collect()
+
+    class _Watch:
+        """First on sys.meta_path: notes every reference module looked for (it finds nothing)."""
+
+        @staticmethod
+        def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+            if isinstance(name, str) and _is_reference(name):
+                _IMPORTED.add(name[:100])
+            return None
+
+    sys.meta_path.insert(0, _Watch)
+
+
 def _serve(cfg: dict, req_fd: int, resp_fd: int) -> None:
     if cfg.get("drop") == "late" and os.getuid() == 0:
         _drop_privileges_late(cfg)
+    try:
+        _forget_reference()
+    except Exception:  # noqa: BLE001 - the note is best effort, grading goes on
+        traceback.print_exc()
     server = Server(req_fd, resp_fd)
     server.send({"ready": True, "pid": os.getpid(), "uid": os.getuid()})
     server.run()
@@ -368,6 +575,9 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
+    if cfg.get("drop") == "bwrap":  # bubblewrap left no capability; add no_new_privs and the filter
+        _check(_c().prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+        _seccomp()
     _apply_limits(cfg)
     _preload(cfg)
     _serve(cfg, req_fd, resp_fd)
@@ -387,6 +597,8 @@ def _child(job: dict, fds: list[int]) -> None:
         os.chdir(job["cwd"])
         os.environ.clear()
         os.environ.update(job["env"])
+        if job.get("drop") == "bwrap":
+            _drop_capabilities()
         _apply_limits(job)
         import random
 
@@ -401,6 +613,48 @@ def _child(job: dict, fds: list[int]) -> None:
     os._exit(98)
 
 
+def _fork_isolated(sock: Any, job: dict, fds: list[int]) -> tuple[int, str]:
+    """Fork a sandbox in namespaces of its own (see :func:`_isolate`); returns (pid, error).
+
+    An intermediate process enters the new namespaces and forks the sandbox, which becomes
+    the init of its pid namespace (killing it kills everything the learner started), then
+    exits: the sandbox is re-parented to this zygote (a child subreaper), which reaps it.
+    """
+    import select
+    r, w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        try:
+            sock.close()
+            os.close(r)
+            _isolate(job)
+            pid = os.fork()
+            if pid == 0:
+                os.close(w)
+                _child(job, fds)
+            os.write(w, str(pid).encode())
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(w, ("E" + f"{type(exc).__name__}: {exc}")[:400].encode("utf-8", "replace"))
+            finally:
+                os._exit(99)
+    os.close(w)
+    data = b""
+    ready, _, _ = select.select([r], [], [], 30)
+    if ready:
+        data = os.read(r, 512)
+    os.close(r)
+    try:
+        os.waitpid(first, 0)
+    except ChildProcessError:
+        pass
+    text = data.decode("utf-8", "replace")
+    if text.isdigit():
+        return int(text), ""
+    return -1, text[1:] if text.startswith("E") else "no answer"
+
+
 def zygote() -> None:
     """Fork server: imports everything once, then forks one sandbox per request.
 
@@ -411,9 +665,10 @@ def zygote() -> None:
     import socket
     cfg = json.loads(sys.argv[2])
     _set_name(b"course-zygote")
+    if cfg.get("isolated"):
+        _c().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: sandboxes are re-parented to us
     if os.geteuid() != 0:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # not ptrace-able by its same-uid forks
+        _c().prctl(4, 0, 0, 0, 0)  # not ptrace-able by its same-uid forks
     sock = socket.socket(fileno=cfg["sock_fd"])
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -429,13 +684,19 @@ def zygote() -> None:
             os._exit(0)
         req = json.loads(msg)
         if req.get("op") == "fork":
-            pid = os.fork()
-            if pid == 0:
-                sock.close()
-                _child(req, fds)
+            error = ""
+            if len(fds) != 3:
+                pid, error = -1, "bad request"
+            elif req.get("isolate"):
+                pid, error = _fork_isolated(sock, req, fds)
+            else:
+                pid = os.fork()
+                if pid == 0:
+                    sock.close()
+                    _child(req, fds)
             for fd in fds:
                 os.close(fd)
-            sock.send(json.dumps({"pid": pid}).encode())
+            sock.send(json.dumps({"pid": pid, "error": error}).encode())
         elif req.get("op") == "wait":
             import time
             deadline = time.monotonic() + float(req.get("timeout", 0))
