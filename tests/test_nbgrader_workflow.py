@@ -186,3 +186,37 @@ def test_answer_key_follows_the_course_source(tmp_path, capsys):
     assert json.loads((out / NAME / "grades.json").read_text())["answer_key"]["origin"] == "given with --answer-key"
     assert len(list((out / NAME).glob("grades.*.csv"))) == 1  # the first run's gradebook, kept
 
+
+
+def test_formgrader_works_without_the_venv_on_path(tmp_path):
+    """formgrader creates the gradebook database through the `alembic` command; with the
+    course's settings it finds it although the virtual environment is not activated (without
+    them: a server error 500 and a page stuck on "Loading")."""
+    import socket
+    import time
+    import urllib.request
+
+    course, home = tmp_path / "course", tmp_path / "home"
+    home.mkdir()
+    assert cli.main(["init-course", str(course), NAME]) == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(BIN / "jupyter"), "server", "--ServerApp.token=tok", f"--ServerApp.port={port}",
+                               "--ServerApp.ip=127.0.0.1", "--ServerApp.open_browser=False", "--allow-root"],
+                              cwd=course, env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token=tok", timeout=5)
+                break
+            except OSError:
+                time.sleep(0.5)
+        with urllib.request.urlopen(f"{url}/formgrader/api/assignments?token=tok", timeout=120) as reply:
+            assignments = json.loads(reply.read())
+        assert reply.status == 200 and isinstance(assignments, list)
+        assert (course / "gradebook.db").is_file()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
