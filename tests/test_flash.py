@@ -107,12 +107,16 @@ def test_causal_tiles_are_skipped_and_counted():
     assert count_tiles(8, 8, 2, is_causal=True) == (10, 16)  # n (n + 1) / 2 of the n x n tiles, n = 4
     n = 64
     assert count_tiles(n * 16, n * 16, 16, is_causal=True) == (n * (n + 1) // 2, n * n)
-    # the skipped tiles are not looked at: NaN keys there would poison the output otherwise
+    # the skipped tiles are not looked at: NaN values there would poison the output otherwise
+    # (a computed-then-masked tile gives weight 0 times NaN = NaN)
     q, k, v = _qkv(num_q=8, num_k=8)
-    k_bad = k.clone()
-    k_bad[..., 6:, :] = float("nan")  # only queries 6, 7 may see these keys
-    out = tiled_attention(q, k_bad, v, is_causal=True, block_size=2)
+    k_bad, v_bad = k.clone(), v.clone()
+    k_bad[..., 6:, :], v_bad[..., 6:, :] = float("nan"), float("nan")  # only queries 6, 7 may see these
+    out = tiled_attention(q, k_bad, v_bad, is_causal=True, block_size=2)
     assert not torch.isnan(out[..., :6, :]).any()
+    torch.testing.assert_close(out[..., :6, :], tiled_attention(q, k, v, is_causal=True)[..., :6, :])
+    masked_after = scaled_dot_product_attention(q, k_bad, v_bad, attn_mask=causal_mask(8))[0]
+    assert torch.isnan(masked_after[..., :6, :]).all()  # what skipping avoids
 
 
 def test_float32_close_to_float64():
