@@ -58,16 +58,19 @@ MISTAKES = {
         self.attention_weights = torch.cat(weights, dim=1)
         return self.dense(torch.cat(outputs, dim=1)), (enc_outputs, hidden, src_valid_lens)
 '''},
-        "fails": ["test_decoder_step", "test_decoder_in_model"],
+        "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "public": True,
     },
     # The query is never updated: the encoder's final state at every step.
     "query_never_updated": {
         "replace": {"bahdanau_decoder": _forward("first_hidden[-1].unsqueeze(1)")},
-        "fails": ["test_decoder_step", "test_decoder_in_model"],
+        "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "public": True,
     },
     "query_from_bottom_layer": {
         "replace": {"bahdanau_decoder": _forward("hidden[0].unsqueeze(1)")},
-        "fails": ["test_decoder_step", "test_decoder_in_model"],
+        "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "public": True,
     },
     "valid_lens_ignored": {
         "replace": {"bahdanau_decoder": _forward("hidden[-1].unsqueeze(1)", valid_lens="None")},
@@ -117,7 +120,8 @@ class BahdanauDecoder(nn.Module):
         self.attention_weights = self.attention.attention_weights.expand(-1, tokens.shape[1], -1)
         return self.dense(outputs), (enc_outputs, hidden, src_valid_lens)
 '''},
-        "fails": ["test_decoder_step", "test_decoder_in_model"],
+        "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "public": True,
     },
     "wrong_answers": {
         "replace": {"answers": '''
