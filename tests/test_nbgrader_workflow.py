@@ -220,3 +220,19 @@ def test_formgrader_works_without_the_venv_on_path(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_repository_and_course_configs_share_the_rules(tmp_path):
+    """The repository's nbgrader_config.py (JupyterLab started at the course root, exercises/)
+    and a teacher's course folder get the same settings."""
+    from course_lib.grading.nbgrader_course import INSTRUCTOR_ONLY, KERNEL_ARGUMENTS, RecordAssignment
+    from course_lib.grading.nbgrader_export import load_course
+
+    assert cli.main(["init-course", str(tmp_path / "course"), NAME]) == 0
+    for root in (ROOT, tmp_path / "course"):
+        config = load_course(root).config
+        assert list(config.CourseDirectory.ignore) == INSTRUCTOR_ONLY
+        assert list(config.Execute.extra_arguments) == KERNEL_ARGUMENTS
+        assert RecordAssignment in config.GenerateAssignment.preprocessors
+    assert load_course(ROOT).source == ROOT / "solutions"
+    assert load_course(tmp_path / "course").source == (tmp_path / "course" / "source").resolve()

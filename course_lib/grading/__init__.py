@@ -5,7 +5,10 @@ trusted grader process against proxies of the learner's objects (see docs/GRADIN
 
 Modules: :mod:`checks` (toolkit for test cells), :mod:`notebook` (source and submitted
 notebooks), :mod:`sandbox` (the subprocess and its limits), :mod:`rpc` (proxies),
-:mod:`runner` (grade one submission), :mod:`feedback`, :mod:`gradebook`, :mod:`cli`.
+:mod:`runner` (grade one submission), :mod:`feedback`, :mod:`gradebook`, :mod:`cli`;
+:mod:`selfcheck` (the learner's ``--check``), :mod:`fairness` (same grade under every seed),
+:mod:`nbgrader_course` (the course's nbgrader settings, ``init-course``),
+:mod:`nbgrader_export` (grades into nbgrader's ``gradebook.db`` and ``feedback/``).
 """
 
 from __future__ import annotations
