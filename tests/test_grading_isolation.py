@@ -294,3 +294,35 @@ def test_a_one_off_sandbox_without_fork_server_is_isolated_too():
     finally:
         sb.close()
 
+
+
+@needs_bwrap
+def test_a_fork_bomb_is_capped():
+    """RLIMIT_NPROC caps an ordinary account's sandbox; root's processes are exempt from it,
+    so as root a pids cgroup per fork server does (where the kernel offers one)."""
+    from course_lib.grading import sandbox as sandbox_mod
+    cfg = SandboxConfig(cell_timeout=60, call_timeout=20, max_processes=16)
+    if os.geteuid() == 0 and sandbox_mod._pids_cgroup(1) is None:
+        pytest.skip("running as root without a writable pids cgroup: nothing can cap the process count")
+    sandbox_mod._remove_cgroups()
+    s = Session(cfg)
+    s.start()
+    try:
+        out = _run(s, """
+import os, time
+started = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    started += 1
+print("started", started)
+""")
+        started = int(out.split("started ")[1].split()[0])
+        assert started < sandbox_mod._max_tasks(cfg), out
+    finally:
+        s.close()

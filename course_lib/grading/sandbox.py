@@ -409,6 +409,61 @@ def _ns_pid_map(pids: list[int]) -> dict[int, int]:
     return out
 
 
+_CGROUPS: list[str] = []
+
+
+def _pids_cgroup(limit: int) -> str | None:
+    """As root: a new cgroup of the ``pids`` controller (v1 or v2) allowing ``limit`` tasks,
+    for one fork server and its sandboxes. Root's processes are exempt from
+    ``RLIMIT_NPROC``, so this is what stops a fork bomb there. None where unavailable."""
+    if os.geteuid() != 0:
+        return None
+    candidates = ["/sys/fs/cgroup/pids"]
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as fh:
+            if "pids" in fh.read().split():
+                candidates.append("/sys/fs/cgroup")
+    except OSError:
+        pass
+    for base in candidates:
+        if not os.path.isdir(base) or not os.access(base, os.W_OK):
+            continue
+        for stale in Path(base).glob("course-grade-*"):  # left by graders that are gone
+            pid = stale.name.split("-")[2] if stale.name.count("-") >= 3 else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.rmdir(stale)
+                except OSError:
+                    pass
+        path = os.path.join(base, f"course-grade-{os.getpid()}-{len(_CGROUPS)}")
+        try:
+            os.mkdir(path, 0o755)
+            with open(os.path.join(path, "pids.max"), "w") as fh:
+                fh.write(str(limit))
+        except OSError:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            continue
+        _CGROUPS.append(path)
+        return path
+    return None
+
+
+def _remove_cgroups() -> None:
+    """Remove this process's cgroups (a moment after their last task died)."""
+    for path in _CGROUPS:
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.02)
+
+
 class ForkServer:
     """The zygote: a sandbox interpreter with everything imported, forking one sandbox per
     request (see ``sandbox_main.zygote``). One per grader process and privilege mode.
@@ -419,7 +474,7 @@ class ForkServer:
     """
 
     def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                 tmp_bytes: int = 64 * 2**20) -> None:
+                 tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None) -> None:
         import json
         import socket
         self.mode = mode
@@ -430,6 +485,14 @@ class ForkServer:
         if mode == "spawn":
             kwargs = {"user": uid, "group": gid, "extra_groups": []}
         prefix = bwrap_argv(zygote=True, tmp_bytes=tmp_bytes) if mode == "bwrap" else []
+        self.cgroup = _pids_cgroup(max_tasks) if (mode == "bwrap" and max_tasks) else None
+        if self.cgroup is not None:
+            procs = os.path.join(self.cgroup, "cgroup.procs")
+
+            def enter_cgroup() -> None:  # in the child, before exec: bwrap and all it starts
+                with open(procs, "w") as fh:
+                    fh.write(str(os.getpid()))
+            kwargs["preexec_fn"] = enter_cgroup
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote",
              json.dumps(cfg)],
@@ -494,20 +557,39 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.cgroup is not None:
+            try:
+                os.rmdir(self.cgroup)
+            except OSError:
+                pass
 
 
 _FORK_SERVERS: dict[tuple, ForkServer] = {}
 
 
 def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                tmp_bytes: int = 64 * 2**20) -> ForkServer:
+                tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None) -> ForkServer:
     """The (lazily started) fork server of this process for a privilege mode."""
-    key = (os.getpid(), mode, uid, threads, tmp_bytes)
+    if not _FORK_SERVERS:
+        import atexit
+        atexit.register(_close_fork_servers)
+    key = (os.getpid(), mode, uid, threads, tmp_bytes, max_tasks)
     server = _FORK_SERVERS.get(key)
     if server is None or not server.alive:
-        server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes)
+        server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes, max_tasks)
         _FORK_SERVERS[key] = server
     return server
+
+
+def _close_fork_servers() -> None:
+    for key, server in list(_FORK_SERVERS.items()):
+        if key[0] == os.getpid():
+            try:
+                server.proc.kill()
+                server.close()
+            except OSError:
+                pass
+    _remove_cgroups()
 
 
 def fork_server_pids() -> set[int]:
@@ -531,6 +613,11 @@ def _scrubbed_env(home: str, threads: int) -> dict[str, str]:
             "USER": "learner", "LOGNAME": "learner",
             "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
             "OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "COURSE_GRADING": "1"}
+
+
+def _max_tasks(cfg: SandboxConfig) -> int:
+    """Tasks (processes and threads) allowed to a fork server and its one live sandbox."""
+    return cfg.max_processes + 64 + 4 * max(cfg.threads, 1)
 
 
 def _private_log() -> int:
@@ -577,7 +664,8 @@ class Sandbox:
         if config.fork_server:
             mode, uid, gid = Sandbox._mode(config)
             try:
-                fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes)
+                fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes,
+                            _max_tasks(config))
             except OSError:
                 pass
 
@@ -636,7 +724,8 @@ class Sandbox:
             server = None
             if cfg.fork_server:
                 try:
-                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout, cfg.tmp_bytes)
+                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout, cfg.tmp_bytes,
+                                         _max_tasks(cfg))
                 except OSError:
                     server = None  # fall back to a fresh interpreter
             if server is not None:
