@@ -7,6 +7,7 @@
 #   bash scripts/check_portability.sh                 # every setting, every notebook
 #   bash scripts/check_portability.sh threads1 avx2   # some settings
 #   NOTEBOOKS="notebooks/03_*.ipynb" bash scripts/check_portability.sh
+#   CELL_TIMEOUT=900 bash scripts/check_portability.sh   # on a busy machine
 #
 # Settings (name: environment):
 #   default      : none (the machine's own thread count and vector unit)
@@ -24,6 +25,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 NOTEBOOKS=${NOTEBOOKS:-notebooks/*.ipynb}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+# per-cell time limit in seconds (the test suite's is 300; raise it on a busy machine)
+CELL_TIMEOUT=${CELL_TIMEOUT:-300}
 
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
 has() { [[ " $flags " == *" $1 "* ]]; }
@@ -56,7 +59,7 @@ for s in "${settings[@]}"; do
   echo "=== portability setting $s: ${e:-(machine default)}"
   start=$(date +%s)
   # shellcheck disable=SC2086
-  if env $e "$PY" -m pytest -q -p no:cacheprovider $NOTEBOOKS; then
+  if env $e "$PY" -m pytest -q -p no:cacheprovider --nbval-cell-timeout="$CELL_TIMEOUT" $NOTEBOOKS; then
     summary+=("$s: passed in $(( $(date +%s) - start )) s")
   else
     summary+=("$s: FAILED (${e})")

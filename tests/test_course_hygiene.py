@@ -81,3 +81,64 @@ def test_glossary_terms_come_from_lessons_that_exist() -> None:
                 lesson = int(line.split("\t")[3])
                 assert lesson in lessons, f"{tsv.name}: term {line.split()[0]!r} points to missing lesson {lesson}"
                 assert re.search(r"[\u4e00-\u9fff]", line.split("\t")[1]), f"{tsv.name}: no Chinese term in {line!r}"
+
+
+def _is_ignored(src: str) -> bool:
+    # exactly nbval's rule: a comment line whose text is the marker and nothing else
+    return any(line.strip().startswith("#") and line.strip().lstrip("#").strip() == "NBVAL_IGNORE_OUTPUT"
+               for line in src.splitlines())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbval_markers_are_spelled_so_that_nbval_sees_them(path: Path) -> None:
+    """nbval ignores a marker with anything else on its line ("# NBVAL_IGNORE_OUTPUT (why)"),
+    and the cell is then compared after all: the reason goes on the next line."""
+    for cell in _cells(path):
+        for line in "".join(cell["source"]).splitlines():
+            if "NBVAL_" in line and line.strip().startswith("#"):
+                assert line.strip().lstrip("#").strip() in {"NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION",
+                                                           "NBVAL_CHECK_OUTPUT"}, f"nbval will not see this marker: {line!r}"
+
+
+def _has_assert(src: str) -> bool:
+    import ast
+
+    # IPython magics and shell lines are not Python: drop them before parsing
+    lines = [line for line in src.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    return any(isinstance(node, ast.Assert) for node in ast.walk(ast.parse("\n".join(lines))))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_ignored_output_is_followed_by_a_compared_assertion(path: Path) -> None:
+    """An NBVAL_IGNORE_OUTPUT cell prints numbers nbval does not compare (training results,
+    timings, random draws). The prose still draws conclusions from them, so the next code
+    cell must check those conclusions with ``assert`` and must itself be compared: otherwise
+    ignoring would silently turn the cell's claims into untested text."""
+    code = [("".join(c["source"])) for c in _cells(path) if c["cell_type"] == "code"]
+    for i, src in enumerate(code):
+        if not _is_ignored(src):
+            continue
+        first_line = src.strip().splitlines()[0]
+        assert i + 1 < len(code), f"the last code cell ignores its output and nothing checks it:\n{src[:300]}"
+        nxt = code[i + 1]
+        assert not _is_ignored(nxt) and _has_assert(nxt), (
+            f"code cell {i + 1} ({first_line!r}) ignores its output, so the next code cell must assert "
+            f"what the lesson claims from it and be compared by nbval; it is:\n{nxt[:300]}")
+
+
+# A raw float tensor print changes layout with the last bit (tensor([1., 1.]) against
+# tensor([1.0000, 1.0000])) and shows digits that differ between CPUs: print floats with
+# course_lib.printing.fmt instead, or ignore the output.
+_RAW_FLOAT_TENSOR = re.compile(r"tensor\(\[[\[\s]*-?\d+\.")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_raw_float_tensor_in_a_compared_output(path: Path) -> None:
+    for cell in _cells(path):
+        if cell["cell_type"] != "code" or _is_ignored("".join(cell["source"])):
+            continue
+        for out in cell["outputs"]:
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            match = _RAW_FLOAT_TENSOR.search(text)
+            assert match is None, (f"a raw float tensor in a compared output ({text[match.start():][:80]!r}): "
+                                   f"print it with course_lib.printing.fmt\n{''.join(cell['source'])[:300]}")
