@@ -379,3 +379,15 @@ def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
                                     "execution_count": None}]}, tmp_path / "plain.ipynb")
     assert cli.main(["--check", str(nb)]) == 2
     assert "has no nbgrader test cells" in capsys.readouterr().err
+
+
+def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, capsys):
+    """Given the instructor's source as --release (no checksums, hidden regions), the hidden
+    parts are still not run and the report still names them."""
+    from course_lib.grading.testing import load_mistakes
+    no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
+    nb = _learner_notebook(tmp_path / "scoring.ipynb", replace=no_sqrt)
+    assert cli.main(["--check", str(nb), "--release", str(SOLUTION)]) == 1
+    text = capsys.readouterr().out
+    assert "[ hidden ] test_dot_product (3 points)" in text  # its hidden part did not run
+    assert "Public checks: 2 of 3 points." in text

@@ -133,9 +133,9 @@ def test_class_workflow_into_gradebook_db_and_feedback(course, tmp_path):
     assert not list((c / "feedback").rglob("mistakes.py"))
 
 
-def test_stderr_never_fails_a_cell_in_validate(course, tmp_path):
-    """Correct code that prints a warning: nbgrader validate (the Validate button) passes, with
-    the course's configuration, as course-grade does."""
+def test_stderr_never_fails_a_cell(course, tmp_path):
+    """Correct code that prints a warning: nbgrader validate (the Validate button) passes and
+    nbgrader autograde gives full marks, with the course's configuration, as course-grade does."""
     c, home = course["course"], course["home"]
     noisy = _learner_code()
     noisy["masked_softmax"] = ("import sys\n" + noisy["masked_softmax"]
@@ -154,6 +154,12 @@ def test_stderr_never_fails_a_cell_in_validate(course, tmp_path):
                      "--answer-key", str(c / "source" / NAME)]) == 0
     row = next(csv.DictReader((out / NAME / "grades.csv").open()))
     assert row["total"] == row["max"] == "15"
+    # nbgrader autograde (its kernels get the same setting) gives full marks too
+    write_notebook(json.loads(notebook.read_text("utf-8")), c / "submitted" / "noisy" / NAME / "scoring.ipynb")
+    _nbgrader(["autograde", NAME, "--student", "noisy", "--create", "--force"], c, home)
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{c / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        assert gb.find_submission(NAME, "noisy").score == 15
 
 
 def test_answer_key_follows_the_course_source(tmp_path, capsys):

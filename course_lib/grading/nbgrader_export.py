@@ -121,8 +121,7 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
             by_id = {(nb.notebook, t.grade_id): t.points for nb in res.notebooks for t in nb.tests}
             for nb_name in assignment.notebooks:
                 for grade in gb.find_submission_notebook(nb_name, assignment.name, res.student).grades:
-                    grade.auto_score = float(by_id.get((nb_name, grade.name), 0.0))
-                    grade.manual_score = None
+                    grade.auto_score = float(by_id.get((nb_name, grade.name), 0.0))  # manual overrides kept
             gb.db.commit()
             _write_folders(course, assignment, res, sub_dir)
             written.append(res.student)

@@ -26,7 +26,7 @@ from nbgrader.utils import compute_checksum
 
 from course_lib.grading.nbgrader_course import METADATA_KEY
 from course_lib.grading.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
-                                         _nbgrader_meta, load_notebook_json)
+                                         _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
 from course_lib.grading.runner import SubmissionResult, grade_submission
 from course_lib.grading.sandbox import SandboxConfig
 
@@ -154,7 +154,11 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
                 skipped.add(gid)
                 continue
         src = _cell_source(cell)
-        trusted.append(TestCell(gid, points, src, src, set(), index))
+        hidden_part = hidden_lines(src)  # none in a released notebook; an instructor's source given as --release
+        if hidden_part:
+            hidden.add(gid)
+            report.hidden_known = True  # the reference is an instructor's source: its markers say it all
+        trusted.append(TestCell(gid, points, src, release_source(src, solution=False, test=True), hidden_part, index))
     if not order:
         raise NotebookError(f"{path.name} has no nbgrader test cells: is it the notebook of a graded assignment "
                             "(the one in exercises/<assignment>/, or the one your teacher released)?")
