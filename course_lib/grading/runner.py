@@ -327,8 +327,9 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     plan = plan_submission(source, learner)
     result.notes.extend(plan.notes)
     seed_base = None if seed is None else str(seed).encode()
-    session: Session | None = Session(config, source.trusted_imports)
-    session.deadline = start + config.submission_timeout
+    new_session = Session(config, source.trusted_imports)
+    new_session.deadline = start + config.submission_timeout  # restarts included
+    session: Session | None = new_session
     try:
         try:
             assert session is not None

@@ -365,10 +365,6 @@ def _can_spawn_as(user: str) -> bool:
     return _SPAWN_PROBE[key]
 
 
-def _project_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
-
-
 def describe_exit(returncode: int | None) -> str:
     """Human wording of a process exit status."""
     if returncode is None:
