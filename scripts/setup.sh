@@ -35,8 +35,8 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   "${PIP[@]}" install -q $TORCH_SPEC || "${PIP[@]}" install -q torch --index-url https://download.pytorch.org/whl/cpu
 fi
 
-# 2. The course package, editable, with test tools.
-"${PIP[@]}" install -q -e ".[dev]"
+# 2. The course package, editable, with test tools (and the hub extra: jupyterhub, playwright).
+"${PIP[@]}" install -q -e ".[dev,hub]"
 
 # 3. d2l without its stale pins (numpy==1.23.5, matplotlib==3.7.2, jupyter==1.0.0 ...):
 #    its code runs on current numpy/matplotlib; course_lib.d2l_compat handles torchvision.

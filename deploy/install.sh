@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Install the course for a class on this server (run as root, after scripts/setup_system.sh):
+#   * a course environment in $COURSE_PREFIX/venv, built from Debian's /usr/bin/python3 so every
+#     user can run it (a pyenv or conda Python under /root is not readable by learners): torch (CPU),
+#     course_lib and its Jupyter/nbgrader stack, JupyterHub; registered as the `python3` kernel;
+#   * the lessons, read-only, in $COURSE_PREFIX/lessons (each learner gets a copy on first login);
+#   * JupyterLab defaults for the class ($COURSE_PREFIX/venv/share/jupyter/lab/settings);
+#   * nbgrader's exchange directory $COURSE_EXCHANGE (writable by all, sticky, like /tmp).
+# Safe to re-run: an up-to-date environment is kept (a stamp records what it was built from).
+#
+#   sudo bash deploy/install.sh
+#   sudo COURSE_PREFIX=/opt/attention-course COURSE_EXCHANGE=/srv/nbgrader/exchange bash deploy/install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+COURSE_PREFIX=${COURSE_PREFIX:-/opt/attention-course}
+COURSE_EXCHANGE=${COURSE_EXCHANGE:-/srv/nbgrader/exchange}
+BASE_PYTHON=${BASE_PYTHON:-/usr/bin/python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+
+if [ "$(id -u)" != 0 ]; then
+  echo "deploy/install.sh must run as root (it creates $COURSE_PREFIX and $COURSE_EXCHANGE)" >&2
+  exit 1
+fi
+if ! "$BASE_PYTHON" -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "$BASE_PYTHON must be Python >= 3.11 with venv/ensurepip (Debian: apt-get install python3-venv)" >&2
+  exit 1
+fi
+
+umask 022
+VENV=$COURSE_PREFIX/venv
+# Two stamps: what the dependencies were installed from (a change rebuilds the environment)
+# and what course_lib was installed from (a change reinstalls only course_lib).
+DEPS_STAMP=$( { cat pyproject.toml; echo "$TORCH_SPEC"; "$BASE_PYTHON" --version; } | sha256sum | cut -c1-16)
+CODE_STAMP=$(find course_lib -name '*.py' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+if [ "$(cat "$VENV/.course-deps" 2>/dev/null)" != "$DEPS_STAMP" ]; then
+  rm -rf "$VENV"
+  "$BASE_PYTHON" -m venv "$VENV"
+  "${PIP[@]}" install --upgrade pip
+  # shellcheck disable=SC2086
+  "${PIP[@]}" install $TORCH_SPEC
+  # Not editable: the class runs a fixed copy of course_lib, not the instructor's work tree.
+  "${PIP[@]}" install "$REPO[hub]"
+  "${PIP[@]}" install --no-deps "d2l==1.0.3"
+  "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+  echo "$DEPS_STAMP" > "$VENV/.course-deps"
+  echo "$CODE_STAMP" > "$VENV/.course-code"
+elif [ "$(cat "$VENV/.course-code" 2>/dev/null)" != "$CODE_STAMP" ]; then
+  "${PIP[@]}" install --no-deps --force-reinstall "$REPO"
+  echo "$CODE_STAMP" > "$VENV/.course-code"
+fi
+
+# Lessons: a read-only reference copy; the hub copies them into each learner's home.
+rm -rf "$COURSE_PREFIX/lessons"
+mkdir -p "$COURSE_PREFIX/lessons"
+cp notebooks/*.ipynb "$COURSE_PREFIX/lessons/"
+# Class-wide JupyterLab settings: render every cell of a notebook (no virtual scrolling), so
+# "Run All" output and search behave the same for every learner.
+mkdir -p "$VENV/share/jupyter/lab/settings"
+cp deploy/jupyter/lab-overrides.json "$VENV/share/jupyter/lab/settings/overrides.json"
+
+# nbgrader's exchange: every user may create files, only the owner may delete them.
+mkdir -p "$COURSE_EXCHANGE"
+chmod 1777 "$COURSE_EXCHANGE"
+
+chmod -R a+rX "$COURSE_PREFIX"
+echo "course installed in $COURSE_PREFIX (environment $VENV, exchange $COURSE_EXCHANGE)"

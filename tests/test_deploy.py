@@ -1,0 +1,178 @@
+"""The class deployment files (deploy/, docs/SCALING.md): syntax and agreement.
+
+The one-server hub itself is exercised end to end by tests/test_e2e_hub.py; these tests
+check what no cluster here can run (the Kubernetes values and image file) and the pieces
+that must agree with each other and with the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+
+DOCKER_INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME",
+                       "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
+
+
+def _dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        pending = f"{pending} {line}".strip() if pending else line
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+            continue
+        word, _, rest = pending.partition(" ")
+        out.append((word, rest.strip()))
+        pending = ""
+    assert not pending, f"{path}: the last instruction ends with a line continuation"
+    return out
+
+
+def test_dockerfile_syntax_and_sources() -> None:
+    ins = _dockerfile_instructions(K8S / "Dockerfile")
+    assert ins[0][0] == "FROM", "a Dockerfile starts with FROM"
+    bad = [w for w, _ in ins if w not in DOCKER_INSTRUCTIONS]
+    assert not bad, f"unknown Dockerfile instructions: {bad}"
+    for word, args in ins:
+        if word == "COPY":
+            *sources, _dest = shlex.split(args)
+            for src in sources:
+                assert (REPO / src).exists(), f"Dockerfile copies {src}, which is not in the repository"
+        if word in ("CMD", "ENTRYPOINT") and args.startswith("["):
+            assert isinstance(json.loads(args), list)
+    runs = " ".join(a for w, a in ins if w == "RUN")
+    # The same environment as the one-server install: CPU torch pin, the hub extra, d2l without deps.
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    pin = next(tok for tok in setup.split() if tok.startswith("TORCH_SPEC=${TORCH_SPEC:-")).split(":-")[1].rstrip("}")
+    assert pin in runs, f"the image must install {pin}, like scripts/setup.sh"
+    assert '".[hub]"' in runs and '--no-deps "d2l==1.0.3"' in runs
+    assert ("USER", "1000") in ins, "the image must not run learners as root"
+
+
+def test_values_file_is_consistent() -> None:
+    values = yaml.safe_load((K8S / "values.yaml").read_text())
+    single = values["singleuser"]
+    assert single["image"]["name"] and str(single["image"]["tag"])
+    mounts = {m["name"]: m["mountPath"] for m in single["storage"]["extraVolumeMounts"]}
+    volumes = {v["name"]: v for v in single["storage"]["extraVolumes"]}
+    assert set(mounts) == set(volumes)
+    # The exchange is where the learners' nbgrader configuration looks for it.
+    assert mounts["nbgrader-exchange"] == single["extraEnv"]["COURSE_EXCHANGE"]
+    claim = volumes["nbgrader-exchange"]["persistentVolumeClaim"]["claimName"]
+    docs = list(yaml.safe_load_all((K8S / "exchange-pvc.yaml").read_text()))
+    pvc = next(d for d in docs if d["kind"] == "PersistentVolumeClaim")
+    assert pvc["metadata"]["name"] == claim and "ReadWriteMany" in pvc["spec"]["accessModes"]
+    # The hub's Python compiles, and names only configuration folders the image has.
+    code = values["hub"]["extraConfig"]["10-course-roles"]
+    compile(code, "values.yaml:hub.extraConfig", "exec")
+    dockerfile = (K8S / "Dockerfile").read_text()
+    for role in ("learner", "instructor"):
+        assert f"/opt/attention-course/config/{role}" in dockerfile
+        assert (DEPLOY / "jupyter" / role / "nbgrader_config.py").exists()
+    assert "/opt/attention-course/config/{role}" in code
+
+
+def test_role_configuration() -> None:
+    """Learners never get the Formgrader or assignment authoring; instructors do."""
+    def load(role: str, name: str) -> dict:
+        return json.loads((DEPLOY / "jupyter" / role / name).read_text())
+
+    learner = load("learner", "jupyter_server_config.json")["ServerApp"]["jpserver_extensions"]
+    teacher = load("instructor", "jupyter_server_config.json")["ServerApp"]["jpserver_extensions"]
+    assert learner["nbgrader.server_extensions.formgrader"] is False
+    assert learner["nbgrader.server_extensions.assignment_list"] is True
+    assert learner["nbgrader.server_extensions.validate_assignment"] is True
+    assert all(teacher.values())
+    disabled = load("learner", "labconfig/page_config.json")["disabledExtensions"]
+    assert disabled.get("@jupyter/nbgrader:formgrader") and disabled.get("@jupyter/nbgrader:create-assignment")
+    assert not load("instructor", "labconfig/page_config.json")["disabledExtensions"]
+    # The lab plugin ids exist in the installed nbgrader (a typo would silently disable nothing).
+    import nbgrader
+
+    ext = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader" / "static"
+    if ext.is_dir():
+        bundle = "".join(p.read_text(errors="replace") for p in ext.glob("*.js"))
+        for plugin in disabled:
+            assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, f"{plugin} is not a plugin of nbgrader {nbgrader.__version__}"
+
+
+def test_shell_scripts_parse() -> None:
+    for script in (DEPLOY / "install.sh", REPO / "scripts" / "setup_system.sh"):
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+
+
+def test_hub_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub configuration loads with a course environment and a proxy on PATH."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    prefix = tmp_path / "prefix"
+    (prefix / "venv" / "bin").mkdir(parents=True)
+    (prefix / "venv" / "bin" / "jupyterhub-singleuser").write_text("#!/bin/sh\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    chp = bindir / "configurable-http-proxy"
+    chp.write_text("#!/bin/sh\n")
+    chp.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("COURSE_PREFIX", str(prefix))
+    monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("COURSE_HUB_PORT", "18000")
+    monkeypatch.setenv("COURSE_LEARNER_GROUP", "class-a")
+    cfg = PyFileConfigLoader("jupyterhub_config.py", path=str(DEPLOY)).load_config()
+    assert cfg.JupyterHub.ip == "127.0.0.1" and cfg.JupyterHub.port == 18000
+    assert cfg.JupyterHub.authenticator_class == "pam"
+    assert cfg.PAMAuthenticator.allowed_groups == {"class-a", "course-instructors"}
+    assert cfg.Spawner.cmd == [str(prefix / "venv" / "bin" / "jupyterhub-singleuser")]
+    assert cfg.ConfigurableHTTPProxy.command == [str(chp)]
+    assert callable(cfg.Spawner.pre_spawn_hook)
+    assert (tmp_path / "state").is_dir()
+
+    monkeypatch.setenv("COURSE_PREFIX", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit, match="deploy/install.sh"):
+        PyFileConfigLoader("jupyterhub_config.py", path=str(DEPLOY)).load_config()
+
+
+def test_make_course_never_releases_instructor_files(tmp_path: Path) -> None:
+    """The course directory has the sources; the release has the learner notebook only."""
+    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
+    ignore = mod["repo_ignore_list"]()
+    assert "mistakes.py" in ignore
+    course = tmp_path / "course"
+    released = mod["make_course"](course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"))
+    assert [p.name for p in released] == ["scoring.ipynb"]
+    assert (course / "source" / "lesson03_scoring" / "mistakes.py").exists()
+    assert mod["released_leaks"](course / "release", ignore) == []
+    files = sorted(p.relative_to(course / "release").as_posix() for p in (course / "release").rglob("*") if p.is_file())
+    assert files == ["lesson03_scoring/scoring.ipynb"]
+    # The released notebook is the learner version the repository ships.
+    got = json.loads((course / "release" / "lesson03_scoring" / "scoring.ipynb").read_text())
+    want = json.loads((REPO / "exercises" / "lesson03_scoring" / "scoring.ipynb").read_text())
+    assert [c["source"] for c in got["cells"]] == [c["source"] for c in want["cells"]]
+    assert "c1" in (course / "nbgrader_config.py").read_text()
+    # The leak check itself catches a leaked file.
+    (course / "release" / "lesson03_scoring" / "mistakes.py").write_text("")
+    assert mod["released_leaks"](course / "release", ignore) == [course / "release" / "lesson03_scoring" / "mistakes.py"]
+
+
+def test_make_course_rejects_unknown_assignment(tmp_path: Path) -> None:
+    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
+    with pytest.raises(SystemExit, match="no assignment nope"):
+        mod["make_course"](tmp_path / "c", ["nope"])
