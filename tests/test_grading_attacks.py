@@ -180,6 +180,7 @@ raise ValueError("\\ud800 broken \\udfff")
 # own attacks: network, mounts, namespaces, filling the disk, huge and odd messages
 MISC = '''
 import os, socket, ctypes
+print("UID", os.getuid())
 for _addr in (("127.0.0.1", 22), ("1.1.1.1", 53), ("8.8.8.8", 443)):
     try:
         socket.create_connection(_addr, timeout=1)
@@ -320,11 +321,32 @@ def _as_user_prefix(uid: int, gid: int) -> list[str] | None:
     return [*wrap, *drop] if probe.returncode == 0 else None
 
 
+def _root_reaching_python() -> list[str] | None:
+    """As root: a prefix that keeps root but shows the Python installation to other uids
+    (so the grader runs bubblewrap as an unprivileged uid, as on a machine with a system-wide
+    Python). None when not root; [] when the interpreter is reachable already."""
+    if os.geteuid() != 0:
+        return None
+    exe = os.path.realpath(sys.executable)
+    if not exe.startswith("/root/"):
+        return []
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    keep = "/".join(exe.split("/")[:3])  # e.g. /root/.pyenv
+    return [bwrap, "--dev-bind", "/", "/", "--tmpfs", "/root", "--ro-bind", keep, keep, "--cap-add", "ALL", "--"]
+
+
 def _run_class(mode: str) -> dict:
     if not isolation_status()[0]:
         pytest.fail(f"bubblewrap must work for these tests (CI installs it): {isolation_status()[1]}")
     prefix: list[str] = []
     owner: tuple[int, int] | None = None
+    if mode == "root-dropped":
+        got = _root_reaching_python()
+        if got is None:
+            pytest.skip("not root: the root-drops-to-an-unprivileged-uid mode does not apply")
+        prefix = got
     if mode == "user":
         owner = _ordinary_user()
         if owner is None:
@@ -366,9 +388,9 @@ def _run_class(mode: str) -> dict:
     return data
 
 
-@pytest.fixture(scope="module", params=["grader-user", "user"])
+@pytest.fixture(scope="module", params=["grader-user", "user", "root-dropped"])
 def graded(request):
-    data = _run_class("user" if request.param == "user" else "self")
+    data = _run_class({"grader-user": "self"}.get(request.param, request.param))
     yield data
     shutil.rmtree(data["base"], ignore_errors=True)
 
@@ -444,6 +466,8 @@ def test_previous_gradebooks_are_private_and_unreachable(graded):
 
 def test_no_network_no_mounts_bounded_disk(graded):
     out = _stdout(graded, "misc")
+    if graded["mode"] in ("user", "root-dropped"):  # never uid 0 unless the grader is root and Python is
+        assert "UID 0" not in out                  # out of other users' reach (then: no capability)
     assert "CONNECTED" not in out and "MOUNTED" not in out and "FILLED 1 GB" not in out
     assert "disk full as expected" in out
 

@@ -239,6 +239,25 @@ def isolation_status(refresh: bool = False) -> tuple[bool, str]:
     return status
 
 
+_BWRAP_AS: dict[tuple[int, int, str], bool] = {}
+
+
+def _bwrap_works_as(uid: int, gid: int) -> bool:
+    """(As root) can bubblewrap start this Python as ``uid``? False e.g. when the interpreter
+    lives under /root (mode 0700). Probed once per process."""
+    key = (uid, gid, sys.executable)
+    if key not in _BWRAP_AS:
+        probe = "import os; print('isolated', os.getuid() != 0)"
+        try:
+            res = subprocess.run([*bwrap_argv(zygote=True), sys.executable, "-I", "-S", "-c", probe],
+                                 capture_output=True, text=True, timeout=60, cwd="/", user=uid, group=gid,
+                                 extra_groups=[], env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            _BWRAP_AS[key] = res.returncode == 0 and "isolated True" in res.stdout
+        except (OSError, subprocess.SubprocessError, IsolationUnavailable):
+            _BWRAP_AS[key] = False
+    return _BWRAP_AS[key]
+
+
 def require_isolation(config: "SandboxConfig") -> None:
     """Raise :class:`IsolationUnavailable` unless ``config`` may run learner code here."""
     if config.isolation == "none":
@@ -478,10 +497,12 @@ class ForkServer:
         cfg = {"sock_fd": child.fileno(), "sys_path": _sandbox_sys_path(mode), "threads": threads,
                "isolated": mode == "bwrap"}
         kwargs: dict[str, Any] = {}
-        if mode == "spawn":
+        if mode == "spawn" or (mode == "bwrap" and uid is not None):
             kwargs = {"user": uid, "group": gid, "extra_groups": []}
         prefix = bwrap_argv(zygote=True, tmp_bytes=tmp_bytes) if mode == "bwrap" else []
-        self.cgroup = _pids_cgroup(max_tasks) if (mode == "bwrap" and max_tasks) else None
+        # root's processes ignore RLIMIT_NPROC: a pids cgroup caps them (an unprivileged uid
+        # is capped by the rlimit itself)
+        self.cgroup = _pids_cgroup(max_tasks) if (mode == "bwrap" and max_tasks and uid is None) else None
         if self.cgroup is not None:
             procs = os.path.join(self.cgroup, "cgroup.procs")
 
@@ -668,6 +689,17 @@ class Sandbox:
     @staticmethod
     def _mode(cfg: SandboxConfig) -> tuple[str, int | None, int | None]:
         if cfg.isolation == "bwrap":
+            if os.geteuid() != 0 or cfg.drop_privileges == "never":
+                return "bwrap", None, None
+            # As root: run bubblewrap as an unprivileged uid (the worker's own, else `user`)
+            # when that uid can read the Python installation; else as root, which inside
+            # its user namespace holds no capability either (docs/GRADING.md).
+            uid, gid = _user_ids(cfg.user)
+            slot_uid = os.environ.get(SANDBOX_UID_ENV, "")
+            if slot_uid.isdigit():
+                uid = gid = int(slot_uid)
+            if _bwrap_works_as(uid, gid):
+                return "bwrap", uid, gid
             return "bwrap", None, None
         if os.geteuid() != 0 or cfg.drop_privileges == "never":
             return "none", None, None
@@ -741,7 +773,7 @@ class Sandbox:
                 self.req_fd, self.resp_fd = req_w, resp_r
             else:
                 kwargs: dict[str, Any] = {}
-                if mode == "spawn":
+                if mode == "spawn" or (mode == "bwrap" and run_uid is not None):
                     kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
                 prefix = bwrap_argv(zygote=False, tmp_bytes=cfg.tmp_bytes) if mode == "bwrap" else []
                 script = str(Path(__file__).with_name("sandbox_main.py"))
