@@ -21,25 +21,15 @@ import pytest
 
 from course_lib.grading import cli
 from course_lib.grading.sandbox import descendants
-from course_lib.grading.testing import variant, write_notebook
+from course_lib.grading.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 STUB = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
 FULL = 15.0
 
-WRONG_DOT = '''
-class DotProductAttention(nn.Module):
-    def __init__(self, dropout=0.0):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.attention_weights = None
-
-    def forward(self, queries, keys, values, valid_lens=None):
-        scores = torch.bmm(queries, keys.transpose(1, 2))  # no sqrt(d)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.attention_weights, values)
-'''
+# the listed typical mistake "missing_sqrt": a wrong answer that scores less than full marks
+WRONG_DOT = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]["dot_product_attention"]
 
 PATCH_CHECKS = '''
 import numpy, torch, torch.testing
