@@ -38,7 +38,7 @@ Runs (``--runs``):
 * ``tf+<ingredient>``: the course Transformer with one ingredient of the recipe changed,
   for an A/B against ``transformer``: ``fused`` (PyTorch's fused attention kernel during
   training), ``bucket`` (length bucketing), ``warmup`` (linear warm-up, then linear decay to
-  zero at the end of the CPU budget), ``smooth`` (label smoothing 0.1), ``shape`` (a wider
+  2% of the peak at the end of the CPU budget), ``smooth`` (label smoothing 0.1), ``shape`` (a wider
   model), ``bpe`` (subword tokens, :mod:`course_lib.bpe`), ``beam`` (beam search, 4 beams);
 * ``recipe``: all ingredients together.
 
@@ -91,7 +91,7 @@ class Run:
     bpe_merges: int = 2000
     batch_size: int = 64
     lr: float = 1e-3
-    schedule: str = "constant"  # "constant" or "warmup" (warm-up, then linear decay to 0)
+    schedule: str = "constant"  # "constant" or "warmup" (warm-up, then linear decay to 2% at the budget)
     warmup_steps: int = 200
     label_smoothing: float = 0.0
     bucket: bool = False
