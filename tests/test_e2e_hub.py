@@ -367,17 +367,21 @@ PROMPTS_JS = """() => [...document.querySelectorAll(
 def run_lesson(s: Screen, user: str) -> None:
     """Open lesson 3, clear it, run every cell in a fresh kernel; check the saved file."""
     open_notebook(s, user, f"lessons/{LESSON}")
+    lesson = json.loads((s.hub.home(user) / "lessons" / LESSON).read_text())
+    n_code = sum(c["cell_type"] == "code" for c in lesson["cells"])
+    # JupyterLab renders a long notebook's cells progressively: wait until all are there.
+    s.wait_for("lesson 3", f"all {n_code} code cells rendered",
+               lambda: len(s.page.evaluate(PROMPTS_JS)) == n_code, SHORT)
     s.shot("02-lesson-open")
     menu(s, "Edit", "Clear Outputs of All Cells")
     s.wait_for("lesson 3", "every prompt cleared", lambda: all(p in ("[ ]:", "") for p in
                                                                s.page.evaluate(PROMPTS_JS)), SHORT)
-    n_code = len(s.page.evaluate(PROMPTS_JS))
     t = time.monotonic()
     menu(s, "Run", "Run All Cells")
 
     def finished() -> bool:
         prompts = s.page.evaluate(PROMPTS_JS)
-        return "[*]:" not in prompts and prompts[0] not in ("[ ]:", "")
+        return len(prompts) == n_code and "[*]:" not in prompts and prompts[0] not in ("[ ]:", "")
 
     s.wait_for("lesson 3 run all", f"all {n_code} code cells to finish", finished, LESSON_RUN)
     s.hub.timings[f"{user}: lesson 3 run all"] = time.monotonic() - t
@@ -417,9 +421,9 @@ def write_solution(s: Screen, user: str, sources: dict[str, str]) -> dict:
     path = s.hub.home(user) / ASSIGNMENT / NOTEBOOK
     nb = json.loads(path.read_text())
     index = {c["metadata"].get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb["cells"])}
-    n_dom = s.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").count()
-    assert n_dom == len(nb["cells"]), f"the page shows {n_dom} cells, the file has {len(nb['cells'])}"
     cells = s.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    s.wait_for(f"notebook {ASSIGNMENT}/{NOTEBOOK}", f"all {len(nb['cells'])} cells rendered",
+               lambda: cells.count() == len(nb["cells"]), SHORT)
     for grade_id, src in sources.items():
         editor = cells.nth(index[grade_id]).locator(".cm-content").first
         editor.scroll_into_view_if_needed()
