@@ -2,10 +2,10 @@
 
 nbgrader turns the instructor notebooks in ``solutions/<assignment>/`` into the learner
 versions in ``exercises/<assignment>/`` (``scripts/generate_exercises.sh``). Grading is
-done by ``course-grade`` (course_lib.grading), not by ``nbgrader autograde``: see
+done by ``course-grade`` (the course_grader package), not by ``nbgrader autograde``: see
 docs/GRADING.md for why. The course's rules (instructor-only files such as ``mistakes.py``
 never released, stderr never fails a cell in Validate or autograde, nbgrader usable
-without activating the virtual environment) live in ``course_lib.grading.nbgrader_course``
+without activating the virtual environment) live in ``course_grader.nbgrader_course``
 and are shared with the nbgrader course folders that ``course-grade init-course`` creates.
 """
 
@@ -18,7 +18,7 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 if _ROOT not in sys.path:  # course_lib importable even when nbgrader is not run from the venv
     sys.path.insert(0, _ROOT)
 
-from course_lib.grading.nbgrader_course import configure  # noqa: E402
+from course_grader.nbgrader_course import configure  # noqa: E402
 
 configure(c)
 c.CourseDirectory.root = _ROOT

@@ -32,8 +32,8 @@ BIN = Path(sys.executable).parent
 def make_class(course: Path, assignment: str, n: int) -> dict[str, str]:
     """Write n submissions into course/submitted/; returns student -> kind."""
     sys.path.insert(0, str(ROOT))
-    from course_lib.grading.notebook import Assignment
-    from course_lib.grading.testing import load_mistakes, variant, write_notebook
+    from course_grader.notebook import Assignment
+    from course_grader.testing import load_mistakes, variant, write_notebook
 
     source = Assignment.load(ROOT / "solutions" / assignment)
     (name, nb), = source.notebooks.items()

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from course_lib.grading import cli  # noqa: E402
-from course_lib.grading.testing import load_mistakes, variant, write_notebook  # noqa: E402
+from course_grader import cli  # noqa: E402
+from course_grader.testing import load_mistakes, variant, write_notebook  # noqa: E402
 
 ASSIGNMENT = "lesson03_scoring"
 SOLUTION = ROOT / "solutions" / ASSIGNMENT / "scoring.ipynb"
@@ -117,7 +117,7 @@ def main() -> None:
         ok = all((totals[s] == full) == (k == "solution") and (totals[s] == 0) == (k == "stub") or k.startswith("mistake")
                  for s, k in kinds.items())
         wrong_full = [s for s, k in kinds.items() if k.startswith("mistake") and totals[s] >= full]
-        from course_lib.grading.sandbox import isolation_status
+        from course_grader.sandbox import isolation_status
         print(f"isolation: {isolation_status()[1][:80]}")
         print(f"course-grade: {args.n} submissions, --jobs {args.jobs}: {wall:.1f} s wall "
               f"({wall / args.n:.2f} s per submission, {wall * args.jobs / args.n:.2f} s per submission per job); "

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading.cli import find_submissions, grade_many
-from course_lib.grading.generate import generate_exercises, list_assignments
-from course_lib.grading.notebook import Assignment
-from course_lib.grading.sandbox import SandboxConfig
-from course_lib.grading.testing import load_mistakes, variant, write_notebook
+from course_grader.cli import find_submissions, grade_many
+from course_grader.generate import generate_exercises, list_assignments
+from course_grader.notebook import Assignment
+from course_grader.sandbox import SandboxConfig
+from course_grader.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)

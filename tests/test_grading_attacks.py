@@ -1,7 +1,7 @@
 """The grader against a motivated learner (issue 9), as root AND as an ordinary user.
 
 One class of attack notebooks (built from the lesson03_scoring solution) is graded with
-the real command line, ``python -m course_lib.grading grade ... --jobs 2``, once as the
+the real command line, ``python -m course_grader grade ... --jobs 2``, once as the
 user running the tests (root in CI) and once as an ordinary account (created here when
 we are root; the interpreter is made reachable for it when it lives under ``/root``).
 Each test then reads that run's gradebook. Every attack is paired with wrong code where
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading.sandbox import isolation_status
-from course_lib.grading.testing import load_mistakes, variant, write_notebook
+from course_grader.sandbox import isolation_status
+from course_grader.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
@@ -107,9 +107,10 @@ for _t in _targets:
         print("wrote", _t)
     except OSError as _e:
         print("refused", _t, _e.errno)
-import course_lib
+import course_lib, course_grader
 _pkg = os.path.dirname(course_lib.__file__)
 for _t in [os.path.join(_pkg, "__init__.py"), os.path.join(_pkg, "grading", "checks.py"),
+           os.path.join(os.path.dirname(course_grader.__file__), "runner.py"),
            os.path.join(site.getsitepackages()[0], "zz_{mark}.pth"),
            os.path.expanduser("~/.ipython/profile_default/startup/00-{mark}.py")]:
     try:
@@ -156,7 +157,7 @@ def abs(x):
 # 2. a module object named after a module the grader would import (its __main__ exits)
 MODULE_NAME = '''
 import types
-evil = types.ModuleType("course_lib.grading.__main__")
+evil = types.ModuleType("course_grader.__main__")
 evil2 = types.ModuleType("antigravity")
 torch_fake = types.ModuleType("torch.utils.bottleneck.__main__")
 '''
@@ -260,7 +261,7 @@ def _digest(paths: list[Path]) -> dict[str, str]:
 def _watched_files() -> list[Path]:
     import site
     pkg = ROOT / "course_lib"
-    return [pkg / "__init__.py", pkg / "grading" / "checks.py", SOLUTION,
+    return [pkg / "__init__.py", pkg / "grading" / "checks.py", ROOT / "course_grader" / "runner.py", SOLUTION,
             *Path(site.getsitepackages()[0]).glob("*.pth")]
 
 
@@ -290,7 +291,7 @@ def _as_user_prefix(uid: int, gid: int) -> list[str] | None:
     if setpriv is None:
         return None
     drop = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-    check = [sys.executable, "-c", "import sys; from course_lib.grading.sandbox import isolation_status as s; "
+    check = [sys.executable, "-c", "import sys; from course_grader.sandbox import isolation_status as s; "
              "sys.exit(0 if s()[0] else 1)"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
     probe = subprocess.run([*drop, *check], capture_output=True, cwd="/", env=env)
@@ -361,7 +362,7 @@ def _run_class(mode: str) -> dict:
     victim_before = (sub / "honest" / "scoring.ipynb").read_bytes()
     env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "LANG", "OMP_"))}
     env.update(COURSE_TEST_SECRET=SECRET, PYTHONPATH=str(ROOT), HOME=str(base))
-    cmd = [*prefix, sys.executable, "-m", "course_lib.grading", "grade", "lesson03_scoring", str(sub),
+    cmd = [*prefix, sys.executable, "-m", "course_grader", "grade", "lesson03_scoring", str(sub),
            "--out", str(out), "--jobs", "2", "--cell-timeout", "8", "--call-timeout", "8", "--quiet"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=str(ROOT), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import protocol
-from course_lib.grading.rpc import Session
-from course_lib.grading.runner import SubmissionRefused, read_submission
-from course_lib.grading.sandbox import (BWRAP_ENV, IsolationUnavailable, Sandbox, SandboxConfig, descendants,
+from course_grader import protocol
+from course_grader.rpc import Session
+from course_grader.runner import SubmissionRefused, read_submission
+from course_grader.sandbox import (BWRAP_ENV, IsolationUnavailable, Sandbox, SandboxConfig, descendants,
                                         isolation_status, require_isolation)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_read_submission_refuses_links_special_files_and_huge_files(tmp_path, ki
 # -- refusing without isolation ------------------------------------------------------------------
 
 def test_missing_bubblewrap_is_refused_loudly_unless_the_teacher_opts_out(tmp_path, monkeypatch, capsys):
-    from course_lib.grading import cli
+    from course_grader import cli
     monkeypatch.setenv(BWRAP_ENV, str(tmp_path / "no-such-bwrap"))
     try:
         ok, why = isolation_status(refresh=True)
@@ -235,7 +235,7 @@ def len(*a):
     return 0
 def isinstance(*a):
     return True
-evil = types.ModuleType("course_lib.grading.__main__")
+evil = types.ModuleType("course_grader.__main__")
 fake = types.ModuleType("torch.utils.bottleneck.__main__")
 answer = 41
 """)
@@ -300,7 +300,7 @@ def test_a_one_off_sandbox_without_fork_server_is_isolated_too():
 def test_a_fork_bomb_is_capped():
     """RLIMIT_NPROC caps an ordinary account's sandbox; root's processes are exempt from it,
     so as root a pids cgroup per fork server does (where the kernel offers one)."""
-    from course_lib.grading import sandbox as sandbox_mod
+    from course_grader import sandbox as sandbox_mod
     cfg = SandboxConfig(cell_timeout=60, call_timeout=20, max_processes=16)
     if os.geteuid() == 0 and sandbox_mod._pids_cgroup(1) is None:
         pytest.skip("running as root without a writable pids cgroup: nothing can cap the process count")

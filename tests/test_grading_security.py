@@ -1,7 +1,7 @@
 """The grader against tampering and broken submissions, on lesson03_scoring.
 
 One class of learner notebooks (built in tmp_path from the solution) is graded ONCE with
-the real CLI (``course_lib.grading.cli.main``, two worker processes); each test then
+the real CLI (``course_grader.cli.main``, two worker processes); each test then
 inspects that learner's recorded row and feedback. Every attack is paired with wrong code,
 so a successful attack would show up as points it should not have.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import cli
-from course_lib.grading.sandbox import descendants
-from course_lib.grading.testing import load_mistakes, variant, write_notebook
+from course_grader import cli
+from course_grader.sandbox import descendants
+from course_grader.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
@@ -304,7 +304,7 @@ def test_feedback_never_shows_hidden_tests(graded):
         text = html.read_text()
         for snippet in hidden_snippets:
             assert snippet not in text, (html.name, snippet)
-        assert "course_lib/grading" not in text  # no tracebacks into the grader
+        assert "course_grader/" not in text and "course_lib/grading" not in text  # no tracebacks into the grader
 
 
 def test_feedback_says_what_failed(graded):

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.grading import checks, cli, protocol
-from course_lib.grading.notebook import (NotebookError, SourceNotebook, load_notebook_json, plan_submission,
+from course_lib.grading import checks
+from course_grader import cli, protocol
+from course_grader.notebook import (NotebookError, SourceNotebook, load_notebook_json, plan_submission,
                                          release_source, scan_imports)
-from course_lib.grading.rpc import LearnerError, RemoteObject, Session
-from course_lib.grading.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
-from course_lib.grading.testing import variant, write_notebook
+from course_grader.rpc import LearnerError, RemoteObject, Session
+from course_grader.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
+from course_grader.testing import variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
@@ -351,7 +352,7 @@ def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
 
 
 def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsys):
-    from course_lib.grading.testing import load_mistakes
+    from course_grader.testing import load_mistakes
     wrong = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["mask_after_softmax"]["replace"]
     no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
     nb = _learner_notebook(tmp_path / "a" / "scoring.ipynb", replace=no_sqrt)
@@ -384,10 +385,23 @@ def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
 def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, capsys):
     """Given the instructor's source as --release (no checksums, hidden regions), the hidden
     parts are still not run and the report still names them."""
-    from course_lib.grading.testing import load_mistakes
+    from course_grader.testing import load_mistakes
     no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
     nb = _learner_notebook(tmp_path / "scoring.ipynb", replace=no_sqrt)
     assert cli.main(["--check", str(nb), "--release", str(SOLUTION)]) == 1
     text = capsys.readouterr().out
     assert "[ hidden ] test_dot_product (3 points)" in text  # its hidden part did not run
     assert "Public checks: 2 of 3 points." in text
+
+
+def test_old_engine_paths_lead_to_course_grader():
+    # The engine moved out of course_lib; nbgrader configs and scripts written before still work.
+    import course_grader.cli
+    import course_grader.nbgrader_course
+    import course_lib.grading.cli
+    import course_lib.grading.nbgrader_course
+    assert course_lib.grading.cli is course_grader.cli
+    assert course_lib.grading.nbgrader_course is course_grader.nbgrader_course
+    for module in ("course_grader", "course_lib.grading"):
+        res = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "course-grade" in res.stdout, (module, res.stderr[-500:])

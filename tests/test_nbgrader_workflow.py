@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import cli
-from course_lib.grading.testing import load_mistakes, variant, write_notebook
+from course_grader import cli
+from course_grader.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -231,8 +231,8 @@ def test_formgrader_works_without_the_venv_on_path(tmp_path):
 def test_repository_and_course_configs_share_the_rules(tmp_path):
     """The repository's nbgrader_config.py (JupyterLab started at the course root, exercises/)
     and a teacher's course folder get the same settings."""
-    from course_lib.grading.nbgrader_course import INSTRUCTOR_ONLY, KERNEL_ARGUMENTS, RecordAssignment
-    from course_lib.grading.nbgrader_export import load_course
+    from course_grader.nbgrader_course import INSTRUCTOR_ONLY, KERNEL_ARGUMENTS, RecordAssignment
+    from course_grader.nbgrader_export import load_course
 
     assert cli.main(["init-course", str(tmp_path / "course"), NAME]) == 0
     for root in (ROOT, tmp_path / "course"):

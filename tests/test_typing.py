@@ -1,4 +1,4 @@
-"""course_lib ships a py.typed marker: its annotations must hold up under mypy."""
+"""course_lib and course_grader ship py.typed markers: their annotations must hold up under mypy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_course_lib_type_checks() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", "/dev/null", "course_lib"],
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir", "/dev/null", "course_lib", "course_grader"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert result.returncode == 0, f"mypy found problems:\n{result.stdout}{result.stderr}"

@@ -1,14 +1,10 @@
-"""The course's autograder: nbgrader for authoring, our own engine for grading.
+"""The checks toolkit that assignment test cells import (:mod:`course_lib.grading.checks`).
 
-Learner code runs only in a sandbox subprocess; the instructor's test cells run in the
-trusted grader process against proxies of the learner's objects (see docs/GRADING.md).
-
-Modules: :mod:`checks` (toolkit for test cells), :mod:`notebook` (source and submitted
-notebooks), :mod:`sandbox` (the subprocess and its limits), :mod:`rpc` (proxies),
-:mod:`runner` (grade one submission), :mod:`feedback`, :mod:`gradebook`, :mod:`cli`;
-:mod:`selfcheck` (the learner's ``--check``), :mod:`fairness` (same grade under every seed),
-:mod:`nbgrader_course` (the course's nbgrader settings, ``init-course``),
-:mod:`nbgrader_export` (grades into nbgrader's ``gradebook.db`` and ``feedback/``).
+The grading engine itself (sandbox, proxies, runner, gradebooks, ``course-grade``) is the
+top-level package :mod:`course_grader`, outside the library learners read. The old engine
+paths ``course_lib.grading.cli``, ``course_lib.grading.nbgrader_course`` and
+``python -m course_lib.grading`` still work and lead there (for nbgrader configurations and
+scripts written before the move).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``python -m course_lib.grading grade ASSIGNMENT SUBMISSIONS_DIR`` (same as ``course-grade``)."""
+"""``python -m course_lib.grading``: the old name of ``python -m course_grader`` (kept for old scripts)."""
 
-from course_lib.grading.cli import main
+from course_grader.cli import main
 
 raise SystemExit(main())

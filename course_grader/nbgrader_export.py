@@ -20,9 +20,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_lib.grading.feedback import render_html
-from course_lib.grading.notebook import Assignment, NotebookError
-from course_lib.grading.runner import SubmissionResult
+from course_grader.feedback import render_html
+from course_grader.notebook import Assignment, NotebookError
+from course_grader.runner import SubmissionResult
 
 __all__ = ["NbgraderCourse", "load_course", "export_to_nbgrader", "find_course_root"]
 

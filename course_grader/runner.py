@@ -1,10 +1,10 @@
 """Grade one submission: learner cells in the sandbox, test cells in this (trusted) process.
 
 For each notebook of the assignment, :func:`grade_notebook` walks the plan made by
-:func:`course_lib.grading.notebook.plan_submission`: a learner cell is sent to the
+:func:`course_grader.notebook.plan_submission`: a learner cell is sent to the
 sandbox (errors are recorded and grading goes on, like running with errors allowed);
 a test cell — always the instructor's source version — runs here, in a namespace built
-by :meth:`course_lib.grading.rpc.Session.namespace`. A test cell scores its points when
+by :meth:`course_grader.rpc.Session.namespace`. A test cell scores its points when
 it runs to the end without an exception, nothing otherwise (nbgrader's rule), and the
 learner gets the failure message, never the hidden test source.
 """
@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_lib.grading import checks
-from course_lib.grading.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
+from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
                                          load_notebook_json, plan_submission)
-from course_lib.grading.protocol import safe_text
-from course_lib.grading.rpc import LearnerError, Session
-from course_lib.grading.sandbox import UNSAFE_NOTE, SandboxConfig, SandboxDied, set_child_subreaper
+from course_grader.protocol import safe_text
+from course_grader.rpc import LearnerError, Session
+from course_grader.sandbox import UNSAFE_NOTE, SandboxConfig, SandboxDied, set_child_subreaper
 
 __all__ = ["TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 

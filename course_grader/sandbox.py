@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from course_lib.grading import protocol
+from course_grader import protocol
 
 __all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "IsolationUnavailable",
            "isolation_status", "require_isolation", "set_child_subreaper", "descendants", "kill_descendants"]
@@ -160,7 +160,7 @@ def _readable_paths() -> list[str]:
     exe = os.path.realpath(sys.executable)
     paths.add(os.path.dirname(os.path.dirname(exe)))  # the real interpreter's prefix
     paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    paths.add(str(Path(__file__).resolve().parents[1]))  # the course_lib package only
+    paths.update(_package_dirs())  # the course_lib and course_grader packages only
     out = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
     # drop the ones inside another (one bind covers them), and system dirs bound anyway
     kept: list[str] = []
@@ -619,10 +619,18 @@ def fork_server_pids() -> set[int]:
     return out
 
 
+def _package_dirs() -> list[str]:
+    """The directories of the two packages a sandbox imports: ``course_lib`` (the toolkit and
+    the library learners may use) and ``course_grader`` (the sandbox's own side)."""
+    import course_lib
+    return [str(Path(course_lib.__file__).resolve().parent), str(Path(__file__).resolve().parent)]
+
+
 def _sandbox_sys_path(mode: str) -> list[str]:
-    """Extra ``sys.path`` of the sandbox: the directory holding ``course_lib`` (in bwrap mode
-    only the package itself is visible there, not the rest of the checkout)."""
-    return [str(Path(__file__).resolve().parents[2])]
+    """Extra ``sys.path`` of the sandbox: the directories holding ``course_lib`` and
+    ``course_grader`` (in bwrap mode only the packages themselves are visible there, not the
+    rest of the checkout)."""
+    return list(dict.fromkeys(str(Path(d).parent) for d in _package_dirs()))
 
 
 def _scrubbed_env(home: str, threads: int) -> dict[str, str]:

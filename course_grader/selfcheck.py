@@ -10,7 +10,7 @@ named with their points ("8 more points come from hidden tests that run only whe
 teacher grades"), and the grade is never claimed.
 
 The assignment name comes from the notebook's metadata (written at release by
-:class:`course_lib.grading.nbgrader_course.RecordAssignment`), never from the folder name.
+:class:`course_grader.nbgrader_course.RecordAssignment`), never from the folder name.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import compute_checksum
 
-from course_lib.grading.nbgrader_course import METADATA_KEY
-from course_lib.grading.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
+from course_grader.nbgrader_course import METADATA_KEY
+from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
-from course_lib.grading.runner import SubmissionResult, grade_submission
-from course_lib.grading.sandbox import SandboxConfig
+from course_grader.runner import SubmissionResult, grade_submission
+from course_grader.sandbox import SandboxConfig
 
 __all__ = ["CheckedTest", "CheckReport", "self_check", "render_check", "cell_checksum_ok"]
 

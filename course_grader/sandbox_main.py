@@ -1,6 +1,6 @@
 """The program that runs inside the sandbox subprocess (untrusted side).
 
-Started by :class:`course_lib.grading.sandbox.Sandbox` as
+Started by :class:`course_grader.sandbox.Sandbox` as
 ``python -I sandbox_main.py CONFIG_JSON`` in a temporary directory. It applies resource
 limits, imports the libraries learners use, drops privileges when started as root, then
 serves requests from the grader on its original stdin/stdout file descriptors:
@@ -8,7 +8,7 @@ serves requests from the grader on its original stdin/stdout file descriptors:
 on objects (``call``, ``getattr``, ``getitem``, ``len``, ``iter`` ...).
 
 Nothing here is trusted by the grader: learner code can rewrite any of it. The grader
-only accepts replies through :mod:`course_lib.grading.protocol` (``weights_only`` loads
+only accepts replies through :mod:`course_grader.protocol` (``weights_only`` loads
 and a strict validation), so the worst a learner can do is answer with wrong data — which
 is what wrong code does anyway.
 """
@@ -269,7 +269,7 @@ def _drop_privileges_late(cfg: dict) -> None:
 
 class Server:
     def __init__(self, req_fd: int, resp_fd: int) -> None:
-        from course_lib.grading import protocol
+        from course_grader import protocol
         self.protocol = protocol
         self.req = os.fdopen(req_fd, "rb", buffering=0)
         self.resp_fd = resp_fd

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from course_lib.grading.runner import SubmissionResult
+from course_grader.runner import SubmissionResult
 
 __all__ = ["render_html", "render_text"]
 

@@ -19,9 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from course_lib.grading.feedback import render_html
-from course_lib.grading.notebook import Assignment
-from course_lib.grading.runner import SubmissionResult
+from course_grader.feedback import render_html
+from course_grader.notebook import Assignment
+from course_grader.runner import SubmissionResult
 
 __all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "safe_name", "answer_key_digest",
            "write_lms_csv"]

@@ -19,8 +19,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from course_lib.grading import protocol
-from course_lib.grading.sandbox import Sandbox, SandboxConfig, SandboxDied, kill_descendants
+from course_grader import protocol
+from course_grader.sandbox import Sandbox, SandboxConfig, SandboxDied, kill_descendants
 
 __all__ = ["LearnerError", "RemoteObject", "Session", "CellRun", "TRUSTED_MODULES"]
 
@@ -231,7 +231,7 @@ class Session:
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        from course_lib.grading.sandbox import descendants
+        from course_grader.sandbox import descendants
         Sandbox.prepare(self.config)  # the fork server is long-lived: not part of this submission
         self.baseline = frozenset(descendants())
         self._spawn()
@@ -253,7 +253,7 @@ class Session:
         kill_descendants(self.baseline)
 
     def _mark_dead(self, exc: SandboxDied) -> None:
-        from course_lib.grading.sandbox import SandboxTimeout
+        from course_grader.sandbox import SandboxTimeout
         self.death = str(exc)
         self.died_ever = True
         self.timed_out_ever |= isinstance(exc, SandboxTimeout)
@@ -287,7 +287,7 @@ class Session:
         if self.deadline is not None:
             import time
 
-            from course_lib.grading.sandbox import SandboxTimeout
+            from course_grader.sandbox import SandboxTimeout
             left = self.deadline - time.monotonic()
             if left <= 0:
                 exc = SandboxTimeout(f"the grading time budget of {self.config.submission_timeout:g} s for your "
@@ -313,7 +313,7 @@ class Session:
             reply = self._request({"op": "exec", "cell": index, "source": source, "ipython": True},
                                   self.config.cell_timeout, f"cell {index}")
         except SandboxDied as exc:
-            from course_lib.grading.sandbox import SandboxTimeout
+            from course_grader.sandbox import SandboxTimeout
             return CellRun(index, "timeout" if isinstance(exc, SandboxTimeout) else "died", str(exc))
         if type(reply) is not dict:
             return CellRun(index, "error", "invalid reply from the sandbox")

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from course_lib.grading.notebook import Assignment
-from course_lib.grading.runner import grade_submission
-from course_lib.grading.sandbox import (SandboxConfig, fork_server_pids, kill_descendants, make_undumpable,
+from course_grader.notebook import Assignment
+from course_grader.runner import grade_submission
+from course_grader.sandbox import (SandboxConfig, fork_server_pids, kill_descendants, make_undumpable,
                                         set_child_subreaper)
 
 __all__ = ["main"]

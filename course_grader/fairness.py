@@ -10,7 +10,7 @@ notebook under many seeds, exactly as the grader seeds them (``--seed S`` gives 
 This runs the notebook's code IN THIS PROCESS, without the sandbox, so it is only for the
 instructor's own notebooks: the solution and the typical mistakes of
 ``solutions/<assignment>/mistakes.py``. Never call it on a learner's notebook; learner code
-is graded by :func:`course_lib.grading.runner.grade_submission`.
+is graded by :func:`course_grader.runner.grade_submission`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Iterable
 import torch
 
 from course_lib.grading import checks
-from course_lib.grading.notebook import SourceNotebook, _cell_source, _nbgrader_meta, to_python
+from course_grader.notebook import SourceNotebook, _cell_source, _nbgrader_meta, to_python
 
 __all__ = ["SeedOutcomes", "outcomes_under_seeds"]
 
