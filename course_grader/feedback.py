@@ -11,11 +11,26 @@ import html
 
 from course_grader.runner import SubmissionResult
 
-__all__ = ["render_html", "render_text"]
+__all__ = ["render_html", "render_text", "unclean_cell_lines"]
 
 
 def _pts(x: float) -> str:
     return f"{x:g}"
+
+
+def unclean_cell_lines(cells: list[dict]) -> list[str]:
+    """Text lines naming the learner's cells that did not run cleanly, each with the last
+    lines of its traceback (learner frames only); no lines when every cell ran."""
+    errors = [c for c in cells if c.get("status") not in ("ok", None)]
+    if not errors:
+        return []
+    lines = ["", "  Cells of your notebook that did not run cleanly:"]
+    for c in errors:
+        lines.append(f"    cell {c['index']}: {c['status']}: {c.get('message', '')}")
+        tb = str(c.get("traceback", "")).rstrip()
+        if tb:
+            lines.extend("      " + d for d in tb.splitlines()[-6:])
+    return lines
 
 
 def render_text(result: SubmissionResult) -> str:
@@ -35,15 +50,7 @@ def render_text(result: SubmissionResult) -> str:
                          + ("" if t.passed else f": {t.message}"))
             if t.details and not t.passed:
                 lines.extend("             " + d for d in t.details.rstrip().splitlines())
-        errors = [c for c in nb.cells if c.get("status") not in ("ok", None)]
-        if errors:
-            lines.append("")
-            lines.append("  Cells of your notebook that did not run cleanly:")
-            for c in errors:
-                lines.append(f"    cell {c['index']}: {c['status']}: {c.get('message', '')}")
-                tb = str(c.get("traceback", "")).rstrip()
-                if tb:
-                    lines.extend("      " + d for d in tb.splitlines()[-6:])
+        lines += unclean_cell_lines(nb.cells)
         for note in nb.notes:
             lines.append(f"  Note: {note}")
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import compute_checksum
 
+from course_grader.feedback import unclean_cell_lines
 from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
@@ -222,14 +223,7 @@ def render_check(report: CheckReport) -> str:
             lines.append(f"  [{mark:^8}] {t.grade_id}: {verdict}{tail}")
         if t.details and not t.passed:
             lines.extend("             " + d for d in t.details.rstrip().splitlines())
-    errors = [c for c in report.cells if c.get("status") not in ("ok", None)]
-    if errors:
-        lines += ["", "  Cells of your notebook that did not run cleanly:"]
-        for c in errors:
-            lines.append(f"    cell {c['index']}: {c['status']}: {c.get('message', '')}")
-            tb = str(c.get("traceback", "")).rstrip()
-            if tb:
-                lines.extend("      " + d for d in tb.splitlines()[-6:])
+    lines += unclean_cell_lines(report.cells)
     for note in report.notes:
         lines.append(f"  Note: {note}")
     lines.append("")
