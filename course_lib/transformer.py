@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -154,18 +154,6 @@ class AddNorm(nn.Module):
         return self.norm(X + self.dropout(Y))
 
 
-class _Sublayers(nn.Module):
-    """Residual wiring shared by the encoder and decoder blocks (post- or pre-norm)."""
-
-    norm_first: bool
-
-    def _sublayer_input(self, X: Tensor, addnorm: AddNorm) -> Tensor:
-        return addnorm.norm(X) if self.norm_first else X
-
-    def _sublayer_output(self, X: Tensor, Y: Tensor, addnorm: AddNorm) -> Tensor:
-        return X + addnorm.dropout(Y) if self.norm_first else addnorm(X, Y)
-
-
 def _attend_projected(mha: MultiHeadAttention, query: Tensor, keys: Tensor, values: Tensor,
                       attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
     """``mha``'s computation when the keys and values are already projected and split.
@@ -183,7 +171,23 @@ def _attend_projected(mha: MultiHeadAttention, query: Tensor, keys: Tensor, valu
     return mha.out_proj(merge_heads(out))  # (B, L, E)
 
 
-class TransformerEncoderBlock(_Sublayers):
+class _ResidualBlock(nn.Module):
+    """A block of sub-layers, each wrapped in a residual connection and a layer norm."""
+
+    norm_first: bool
+
+    def residual(self, X: Tensor, addnorm: AddNorm, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """One sub-layer with its residual connection, in the block's norm order.
+
+        post-norm: LayerNorm(X + dropout(sublayer(X)))
+        pre-norm:  X + dropout(sublayer(LayerNorm(X)))
+        """
+        if self.norm_first:
+            return X + addnorm.dropout(sublayer(addnorm.norm(X)))
+        return addnorm.norm(X + addnorm.dropout(sublayer(X)))
+
+
+class TransformerEncoderBlock(_ResidualBlock):
     """Self-attention and FFN, each with residual + layer norm.
 
     Args:
@@ -210,10 +214,10 @@ class TransformerEncoderBlock(_Sublayers):
         self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        h = self._sublayer_input(X, self.addnorm1)
-        y, _ = self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm2)), self.addnorm2)
+        def self_attend(h: Tensor) -> Tensor:
+            return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False)[0]
+        X = self.residual(X, self.addnorm1, self_attend)
+        return self.residual(X, self.addnorm2, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
@@ -222,46 +226,10 @@ class TransformerEncoderBlock(_Sublayers):
         Supports ``norm_first`` both ways and the ReLU activation. The block is always
         batch-first; with a ``batch_first=False`` layer, transpose the inputs yourself.
         """
-        block = _new_block_like(cls, layer)
-        block.attention = _copy_attention(layer.self_attn)
-        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2)])
-        return block
+        return _block_from_torch(cls, layer, {"attention": layer.self_attn})
 
 
-def _new_block_like(cls: type, layer: nn.Module) -> Any:
-    """A block of class ``cls`` with the sizes of a PyTorch layer, on its device and dtype."""
-    activation = getattr(layer, "activation", None)
-    if activation is not F.relu and not isinstance(activation, nn.ReLU):
-        raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
-    linear1 = cast(nn.Linear, layer.linear1)
-    block = cls(linear1.in_features, cast(nn.MultiheadAttention, layer.self_attn).num_heads,
-                linear1.out_features, dropout=cast(nn.Dropout, layer.dropout).p,
-                norm_first=layer.norm_first, layer_norm_eps=cast(nn.LayerNorm, layer.norm1).eps,
-                bias=linear1.bias is not None)
-    # Convert before copying, so that float64 weights are not rounded through float32.
-    return block.to(device=linear1.weight.device, dtype=linear1.weight.dtype)
-
-
-def _copy_attention(module: nn.MultiheadAttention) -> MultiHeadAttention:
-    attention = MultiHeadAttention.from_torch(module)
-    attention.batch_first = True
-    return attention
-
-
-def _copy_ffn_and_norms(block: nn.Module, layer: nn.Module, addnorms: list[tuple[AddNorm, nn.Module]]) -> None:
-    ffn = cast(PositionWiseFFN, block.ffn)
-    pairs: list[tuple[nn.Module, nn.Module]] = [(ffn.dense1, cast(nn.Module, layer.linear1)),
-                                                (ffn.dense2, cast(nn.Module, layer.linear2))]
-    pairs += [(addnorm.norm, norm) for addnorm, norm in addnorms]
-    with torch.no_grad():
-        for ours, theirs in pairs:
-            cast(Tensor, ours.weight).copy_(cast(Tensor, theirs.weight))
-            if theirs.bias is not None:
-                cast(Tensor, ours.bias).copy_(cast(Tensor, theirs.bias))
-    block.train(layer.training)
-
-
-class TransformerDecoderBlock(_Sublayers):
+class TransformerDecoderBlock(_ResidualBlock):
     """Causal self-attention, cross-attention to the encoder output, then FFN.
 
     In cross-attention the queries come from the decoder (the output of the first
@@ -291,14 +259,15 @@ class TransformerDecoderBlock(_Sublayers):
 
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: all L target positions at once, each seeing only its past."""
-        h = self._sublayer_input(X, self.addnorm1)
-        y, _ = self.self_attention(h, h, h, is_causal=True, average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        h = self._sublayer_input(X, self.addnorm2)
-        y, _ = self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                    average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm2)
-        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
+        def self_attend(h: Tensor) -> Tensor:
+            return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False)[0]
+
+        def cross_attend(h: Tensor) -> Tensor:
+            return self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                        average_attn_weights=False)[0]
+        X = self.residual(X, self.addnorm1, self_attend)
+        X = self.residual(X, self.addnorm2, cross_attend)
+        return self.residual(X, self.addnorm3, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "TransformerDecoderBlock":
@@ -308,12 +277,10 @@ class TransformerDecoderBlock(_Sublayers):
         applies the causal mask; give the PyTorch layer ``tgt_mask`` (and
         ``tgt_is_causal=True``) to compare them.
         """
-        block = _new_block_like(cls, layer)
-        block.self_attention = _copy_attention(layer.self_attn)
-        block.cross_attention = _copy_attention(layer.multihead_attn)
-        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2),
-                                           (block.addnorm3, layer.norm3)])
-        return block
+        return _block_from_torch(cls, layer, {"self_attention": layer.self_attn,
+                                              "cross_attention": layer.multihead_attn})
+
+    # -- cached decoding (see the section at the end of the module)
 
     def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
@@ -337,17 +304,21 @@ class TransformerDecoderBlock(_Sublayers):
             t + L_new positions.
         """
         sa = self.self_attention
-        h = self._sublayer_input(X, self.addnorm1)
-        keys = torch.cat([past[0], split_heads(sa.k_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-        values = torch.cat([past[1], split_heads(sa.v_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-        # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
-        y = _attend_projected(sa, h, keys, values, is_causal=True)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        h = self._sublayer_input(X, self.addnorm2)
-        y = _attend_projected(self.cross_attention, h, cross[0], cross[1], attn_mask=memory_keep)
-        X = self._sublayer_output(X, y, self.addnorm2)
-        X = self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
-        return X, (keys, values)
+        cached: list[Tensor] = []
+
+        def self_attend(h: Tensor) -> Tensor:
+            keys = torch.cat([past[0], split_heads(sa.k_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
+            values = torch.cat([past[1], split_heads(sa.v_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
+            cached[:] = [keys, values]
+            # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
+            return _attend_projected(sa, h, keys, values, is_causal=True)
+
+        def cross_attend(h: Tensor) -> Tensor:
+            return _attend_projected(self.cross_attention, h, cross[0], cross[1], attn_mask=memory_keep)
+        X = self.residual(X, self.addnorm1, self_attend)
+        X = self.residual(X, self.addnorm2, cross_attend)
+        X = self.residual(X, self.addnorm3, self.ffn)
+        return X, (cached[0], cached[1])
 
 
 def _block_args(config: TransformerConfig) -> dict:
@@ -417,36 +388,6 @@ class TransformerDecoder(nn.Module):
     def cross_attention_weights(self) -> list[Tensor | None]:
         """Cross-attention weights of the last pass, (B, H, L, S) per layer."""
         return [block.cross_attention.attention_weights for block in self.layers()]
-
-
-@dataclass
-class TransformerState:
-    """What :meth:`Transformer.decode_step` carries from one step to the next.
-
-    Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
-    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
-    projected once, and the self-attention keys/values of the t target tokens seen so far.
-
-    Shape:
-        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
-        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
-    """
-
-    memory: Tensor
-    src_key_padding_mask: Tensor
-    cross_keys: list[Tensor]
-    cross_values: list[Tensor]
-    self_keys: list[Tensor]
-    self_values: list[Tensor]
-    steps: int = 0
-
-    def index_select(self, index: Tensor) -> "TransformerState":
-        """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
-        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
-        return TransformerState(self.memory.index_select(0, index),
-                                self.src_key_padding_mask.index_select(0, index),
-                                pick(self.cross_keys), pick(self.cross_values),
-                                pick(self.self_keys), pick(self.self_values), self.steps)
 
 
 class Transformer(nn.Module):
@@ -594,3 +535,68 @@ class Transformer(nn.Module):
         return {"encoder_self": present(self.encoder.attention_weights()),
                 "decoder_self": present(self.decoder.self_attention_weights()),
                 "cross": present(self.decoder.cross_attention_weights())}
+
+
+# --------------------------------------------------------------------------- cached decoding
+
+
+@dataclass
+class TransformerState:
+    """What :meth:`Transformer.decode_step` carries from one step to the next.
+
+    Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
+    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
+    projected once, and the self-attention keys/values of the t target tokens seen so far.
+
+    Shape:
+        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
+        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
+    """
+
+    memory: Tensor
+    src_key_padding_mask: Tensor
+    cross_keys: list[Tensor]
+    cross_values: list[Tensor]
+    self_keys: list[Tensor]
+    self_values: list[Tensor]
+    steps: int = 0
+
+    def index_select(self, index: Tensor) -> "TransformerState":
+        """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
+        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
+        return TransformerState(self.memory.index_select(0, index),
+                                self.src_key_padding_mask.index_select(0, index),
+                                pick(self.cross_keys), pick(self.cross_values),
+                                pick(self.self_keys), pick(self.self_values), self.steps)
+
+
+# --------------------------------------------------------------------------- interop with PyTorch
+
+
+def _block_from_torch(cls: type, layer: nn.Module, attentions: dict[str, nn.Module]) -> Any:
+    """A block of class ``cls`` with the sizes and weights of a PyTorch layer, on its device
+    and dtype; ``attentions`` maps our attention attribute to the layer's module."""
+    activation = getattr(layer, "activation", None)
+    if activation is not F.relu and not isinstance(activation, nn.ReLU):
+        raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
+    linear1 = cast(nn.Linear, layer.linear1)
+    block = cls(linear1.in_features, cast(nn.MultiheadAttention, layer.self_attn).num_heads,
+                linear1.out_features, dropout=cast(nn.Dropout, layer.dropout).p,
+                norm_first=layer.norm_first, layer_norm_eps=cast(nn.LayerNorm, layer.norm1).eps,
+                bias=linear1.bias is not None)
+    # Convert before copying, so that float64 weights are not rounded through float32.
+    block = block.to(device=linear1.weight.device, dtype=linear1.weight.dtype)
+    for name, module in attentions.items():
+        attention = MultiHeadAttention.from_torch(cast(nn.MultiheadAttention, module))
+        attention.batch_first = True
+        setattr(block, name, attention)
+    pairs: list[tuple[nn.Module, nn.Module]] = [(block.ffn.dense1, cast(nn.Module, layer.linear1)),
+                                                (block.ffn.dense2, cast(nn.Module, layer.linear2))]
+    for k in range(1, len(attentions) + 2):  # addnorm1 <- norm1, addnorm2 <- norm2, ...
+        pairs.append((getattr(block, f"addnorm{k}").norm, getattr(layer, f"norm{k}")))
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            cast(Tensor, ours.weight).copy_(cast(Tensor, theirs.weight))
+            if theirs.bias is not None:
+                cast(Tensor, ours.bias).copy_(cast(Tensor, theirs.bias))
+    return block.train(layer.training)
