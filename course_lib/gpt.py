@@ -31,9 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import merge_heads, split_heads
+from course_lib.multihead import HeadsAttention, attend_heads, split_heads
 from course_lib.positional import LearnedPositionalEmbedding
-from course_lib.scoring import scaled_dot_product_attention
 from course_lib.transformer import TransformerConfig, TransformerEncoder
 
 __all__ = [
@@ -119,7 +118,7 @@ class KVCache:
         return self.keys[layer], self.values[layer]
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(HeadsAttention):
     """Multi-head self-attention in which position i attends to positions <= i.
 
     One Linear layer computes queries, keys and values together (3 E outputs), which is
@@ -143,19 +142,12 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """Attend; with a ``cache``, ``x`` holds the positions after the t cached ones."""
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q = split_heads(q, self.n_head)  # (B, H, T, D)
-        k = split_heads(k, self.n_head)  # (B, H, T, D)
-        v = split_heads(v, self.n_head)  # (B, H, T, D)
+        q, k, v = (split_heads(t, self.n_head) for t in self.c_attn(x).split(self.n_embd, dim=2))  # (B, H, T, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change
         # is_causal lines the T queries up with the *last* T keys: query i sits at t + i.
-        y, weights = scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0,
-            need_weights=self.record_weights)
-        if weights is not None:
-            self.attention_weights = weights.detach()
-        return self.resid_dropout(self.c_proj(merge_heads(y)))  # (B, T, E)
+        y, _ = attend_heads(self, q, k, v, self.c_proj, is_causal=True, need_weights=self.record_weights)
+        return self.resid_dropout(y)  # (B, T, E)
 
 
 class MLP(nn.Module):

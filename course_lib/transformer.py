@@ -42,9 +42,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import MultiHeadAttention
 from course_lib.positional import PositionalEncoding
-from course_lib.scoring import scaled_dot_product_attention
 
 __all__ = [
     "TransformerConfig",
@@ -152,23 +151,6 @@ class AddNorm(nn.Module):
             raise ValueError(f"the residual X and sub-layer output Y must have the same shape, "
                              f"got {tuple(X.shape)} and {tuple(Y.shape)}")
         return self.norm(X + self.dropout(Y))
-
-
-def _attend_projected(mha: MultiHeadAttention, query: Tensor, keys: Tensor, values: Tensor,
-                      attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-    """``mha``'s computation when the keys and values are already projected and split.
-
-    This is what a key/value cache needs: the projections of past positions are kept
-    (``keys``, ``values`` of shape (B, H, S, D)) and only the new queries are projected.
-    ``attn_mask`` is SDPA-style (True = may attend). Records ``mha.attention_weights``.
-    """
-    q = split_heads(mha.q_proj(query), mha.num_heads)  # (B, H, L, D)
-    out, weights = scaled_dot_product_attention(
-        q, keys, values, attn_mask=attn_mask, is_causal=is_causal,
-        dropout_p=mha.dropout if mha.training else 0.0)
-    assert weights is not None
-    mha.attention_weights = weights.detach()
-    return mha.out_proj(merge_heads(out))  # (B, L, E)
 
 
 class _ResidualBlock(nn.Module):
@@ -284,11 +266,10 @@ class TransformerDecoderBlock(_ResidualBlock):
 
     def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
-        k = split_heads(self.cross_attention.k_proj(memory), self.num_heads)  # (B, H, S, D)
-        v = split_heads(self.cross_attention.v_proj(memory), self.num_heads)  # (B, H, S, D)
-        return k, v
+        return self.cross_attention.project_key_value(memory, memory)
 
-    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor],
+    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor], *,
+             memory_key_padding_mask: Tensor | None = None,
              memory_keep: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Process new target positions given the cached keys/values of the earlier ones.
 
@@ -297,24 +278,29 @@ class TransformerDecoderBlock(_ResidualBlock):
             past: self-attention keys and values of the t earlier positions, (B, H, t, D)
                 each (t may be 0).
             cross: :meth:`cross_keys_values` of the encoder output.
-            memory_keep: (B, 1, 1, S) bool, True at real source positions (SDPA-style).
+            memory_key_padding_mask: (B, S) bool, True = padding, as in :meth:`forward`.
+            memory_keep: the old, deprecated spelling: (B, 1, 1, S) bool, True at real
+                source positions. Use ``memory_key_padding_mask``.
 
         Returns:
             ``(output (B, L_new, E), (keys, values))`` with keys and values now covering
             t + L_new positions.
         """
-        sa = self.self_attention
+        if memory_keep is not None:  # old name, opposite convention: convert it here, once
+            memory_key_padding_mask = ~memory_keep.reshape(memory_keep.shape[0], -1)
+        padding = None if memory_key_padding_mask is None else memory_key_padding_mask[:, None, None, :]
         cached: list[Tensor] = []
 
         def self_attend(h: Tensor) -> Tensor:
-            keys = torch.cat([past[0], split_heads(sa.k_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-            values = torch.cat([past[1], split_heads(sa.v_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-            cached[:] = [keys, values]
+            sa = self.self_attention
+            k, v = sa.project_key_value(h, h)  # (B, H, L_new, D) each
+            cached[:] = [torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)]  # (B, H, t+L_new, D)
             # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
-            return _attend_projected(sa, h, keys, values, is_causal=True)
+            return sa.attend(sa.project_query(h), cached[0], cached[1], is_causal=True)[0]
 
         def cross_attend(h: Tensor) -> Tensor:
-            return _attend_projected(self.cross_attention, h, cross[0], cross[1], attn_mask=memory_keep)
+            ca = self.cross_attention
+            return ca.attend(ca.project_query(h), cross[0], cross[1], padding)[0]  # (B, L_new, E)
         X = self.residual(X, self.addnorm1, self_attend)
         X = self.residual(X, self.addnorm2, cross_attend)
         X = self.residual(X, self.addnorm3, self.ffn)
@@ -504,11 +490,11 @@ class Transformer(nn.Module):
         tokens = prev_tokens[:, None]  # (B, 1)
         self._check_tokens(tokens, "the decoded target", "1", offset=state.steps)
         X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
-        keep = ~state.src_key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         new_keys, new_values = [], []
         for i, block in enumerate(self.decoder.layers()):
             X, (k, v) = block.step(X, (state.self_keys[i], state.self_values[i]),
-                                   (state.cross_keys[i], state.cross_values[i]), keep)
+                                   (state.cross_keys[i], state.cross_values[i]),
+                                   memory_key_padding_mask=state.src_key_padding_mask)
             new_keys.append(k)
             new_values.append(v)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
