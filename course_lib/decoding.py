@@ -19,6 +19,8 @@ from typing import Any, Literal, Protocol, overload, runtime_checkable
 import torch
 from torch import Tensor
 
+from course_lib.training import eval_mode
+
 __all__ = [
     "Seq2SeqModel",
     "StepDecoder",
@@ -128,25 +130,6 @@ def _stack_steps(steps: list[Any]) -> Any:
     return None
 
 
-class _EvalMode:
-    """Eval mode and no gradients inside; the previous mode is restored on exit."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.was_training = bool(getattr(model, "training", False))
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        if hasattr(self.model, "eval"):
-            self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.no_grad.__exit__(*exc)
-        if hasattr(self.model, "train"):
-            self.model.train(self.was_training)
-
-
 @overload
 def greedy_decode(
     model: StepDecoder, src: Tensor, src_valid_lens: Tensor, *, bos_id: int, eos_id: int,
@@ -205,7 +188,7 @@ def greedy_decode(
     batch = src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     attention: list[list[Any]] = [[] for _ in range(batch)]
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         prev = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
         done = [False] * batch
@@ -256,7 +239,7 @@ def sequence_log_prob(
     if src.shape[0] != 1:
         raise ValueError(f"sequence_log_prob scores one sentence: src must be (1, S), got {tuple(src.shape)}")
     total = 0.0
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         prev = torch.tensor([bos_id], dtype=torch.long, device=src.device)
         for tok in tokens:
@@ -318,7 +301,7 @@ def beam_search_batch(
 
     # finished[b]: (tokens, log P, length counted for the penalty)
     finished: list[list[tuple[list[int], float, int]]] = [[] for _ in range(batch)]
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
         prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]

@@ -18,6 +18,9 @@ allowed; float masks are added to the scores. D2L's ``valid_lens`` of shape (B,)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -25,7 +28,7 @@ from torch import Tensor, nn
 from course_lib.masking import merge_masks
 from course_lib.scoring import attend
 
-__all__ = ["split_heads", "merge_heads", "HeadsAttention", "MultiHeadAttention", "attend_heads"]
+__all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention", "recording_attention", "MultiHeadAttention", "attend_heads"]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -45,16 +48,45 @@ def merge_heads(x: Tensor) -> Tensor:
 
 
 class HeadsAttention(nn.Module):
-    """Base of the course's multi-head attention modules: what :func:`attend_heads` needs.
+    """Base of the course's multi-head attention modules, and their weights contract.
 
     Attributes:
         dropout: dropout probability on the attention weights, applied in training.
         attention_weights: the per-head weights (B, H, L, S) of the last forward pass,
-            detached, or None if that pass did not compute them.
+            detached, or None if that pass did not record them.
+        record_attention: when a model's blocks record the weights. None (the default):
+            in evaluation mode only, so that training takes PyTorch's fused kernel, which
+            never forms the weights; True: always; False: never. Set it for a whole model
+            with :func:`set_record_attention`. (``MultiHeadAttention`` called directly
+            follows its ``need_weights`` argument, as PyTorch's module does.)
     """
 
     dropout: float
     attention_weights: Tensor | None = None
+    record_attention: bool | None = None
+
+    def records_attention(self) -> bool:
+        """Whether the next forward pass of a block records :attr:`attention_weights`."""
+        return not self.training if self.record_attention is None else self.record_attention
+
+
+def set_record_attention(model: nn.Module, flag: bool | None = True) -> None:
+    """Set ``record_attention`` of every attention module in ``model`` (see :class:`HeadsAttention`)."""
+    for module in model.modules():
+        if isinstance(module, HeadsAttention):
+            module.record_attention = flag
+
+
+@contextmanager
+def recording_attention(model: nn.Module, flag: bool | None) -> Iterator[None]:
+    """:func:`set_record_attention` for the ``with`` block only; the old settings come back after it."""
+    saved = [(m, m.record_attention) for m in model.modules() if isinstance(m, HeadsAttention)]
+    set_record_attention(model, flag)
+    try:
+        yield
+    finally:
+        for module, old in saved:
+            module.record_attention = old
 
 
 class MultiHeadAttention(HeadsAttention):

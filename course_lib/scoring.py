@@ -57,7 +57,8 @@ def scaled_dot_product_attention(
         is_causal: query i may attend to keys j <= i (+ K - Q when K > Q, i.e. the queries
             are the last Q positions). Combined with ``attn_mask`` if both are given.
         scale: defaults to 1 / sqrt(D).
-        need_weights: if False, take PyTorch's fused kernel and return ``None`` weights.
+        need_weights: if False, return ``None`` weights and take PyTorch's fused kernel (on
+            CPU only without dropout: PyTorch has no fused CPU kernel with dropout).
 
     Returns:
         ``(output, weights)``: output (..., Q, Dv); weights (..., Q, K) before dropout, or
@@ -84,7 +85,11 @@ def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
     mask = merge_masks(mask, ~causal_mask(num_q, num_k, device=query.device) if is_causal else None,
                        dtype=query.dtype)
     dead = _rows_without_keys(mask)
-    if not need_weights and dead is None:  # PyTorch's fused kernel (its bool masks mean "may attend")
+    # PyTorch's fused kernel, when the weights are not wanted. On CPU it has no fused version
+    # with dropout (it falls back to an unfused one, measured slower than the lines below:
+    # benchmarks/bench_fused_training.py), so training with attention dropout stays here.
+    if not need_weights and dead is None and (dropout_p == 0.0 or query.device.type != "cpu"):
+        # (PyTorch's boolean masks mean "may attend")
         fused_mask = ~mask if mask is not None and mask.dtype == torch.bool else mask
         return F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
                                               dropout_p=dropout_p, scale=scale), None

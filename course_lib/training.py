@@ -16,7 +16,8 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "set_seed",
+    "eval_mode",
     "masked_cross_entropy",
     "d2l_masked_softmax_ce",
     "seq2seq_loss",
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- seeding
+# --------------------------------------------------------------------------- seeding and modes
 
 
 def set_seed(seed: int, strict: bool = False) -> None:
@@ -68,6 +70,22 @@ def set_seed(seed: int, strict: bool = False) -> None:
     torch.backends.cudnn.deterministic = True
     if strict:
         torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextmanager
+def eval_mode(model: Any) -> Iterator[Any]:
+    """Put ``model`` in evaluation mode (dropout off) for the ``with`` block, then restore
+    its train/eval mode, even if the block raises. Gradients are not switched off: add
+    ``torch.no_grad()`` where none are needed. (A model without ``eval``/``train``
+    methods, e.g. a plain object implementing the decoding interface, is left alone.)"""
+    was_training = bool(getattr(model, "training", False))
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        yield model
+    finally:
+        if hasattr(model, "train"):
+            model.train(was_training)
 
 
 # --------------------------------------------------------------------------- losses
@@ -379,17 +397,14 @@ def evaluate_loss(
     Returns:
         The mean loss.
     """
-    was_training = model.training
-    model.eval()
     total, weight = 0.0, 0.0
-    with torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         for batch in data:
             batch = move_to_device(batch, device)
             n = count_tokens(batch)
             w = float(n) if n is not None else 1.0
             total += float(loss_fn(model, batch)) * w
             weight += w
-    model.train(was_training)
     if weight == 0:
         raise ValueError("evaluate_loss got no batches")
     return total / weight
@@ -515,11 +530,8 @@ def fit(
             if val_data is not None:
                 history.val_loss.append(evaluate_loss(model, val_data, loss_fn, device))
             if val_metric is not None:
-                was_training = model.training
-                model.eval()
-                with torch.no_grad():
+                with eval_mode(model), torch.no_grad():
                     history.val_metric.append(float(val_metric(model)))
-                model.train(was_training)
             if history.stopped_early:
                 break
     finally:

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterable, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import MultiHeadAttention
+from course_lib.multihead import HeadsAttention, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
 
 __all__ = [
@@ -197,7 +197,8 @@ class TransformerEncoderBlock(_ResidualBlock):
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         def self_attend(h: Tensor) -> Tensor:
-            return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False)[0]
+            return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False,
+                                  need_weights=self.attention.records_attention())[0]
         X = self.residual(X, self.addnorm1, self_attend)
         return self.residual(X, self.addnorm2, self.ffn)
 
@@ -242,11 +243,13 @@ class TransformerDecoderBlock(_ResidualBlock):
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: all L target positions at once, each seeing only its past."""
         def self_attend(h: Tensor) -> Tensor:
-            return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False)[0]
+            return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False,
+                                       need_weights=self.self_attention.records_attention())[0]
 
         def cross_attend(h: Tensor) -> Tensor:
             return self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                        average_attn_weights=False)[0]
+                                        average_attn_weights=False,
+                                        need_weights=self.cross_attention.records_attention())[0]
         X = self.residual(X, self.addnorm1, self_attend)
         X = self.residual(X, self.addnorm2, cross_attend)
         return self.residual(X, self.addnorm3, self.ffn)
@@ -296,11 +299,13 @@ class TransformerDecoderBlock(_ResidualBlock):
             k, v = sa.project_key_value(h, h)  # (B, H, L_new, D) each
             cached[:] = [torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)]  # (B, H, t+L_new, D)
             # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
-            return sa.attend(sa.project_query(h), cached[0], cached[1], is_causal=True)[0]
+            return sa.attend(sa.project_query(h), cached[0], cached[1], is_causal=True,
+                             need_weights=sa.records_attention())[0]
 
         def cross_attend(h: Tensor) -> Tensor:
             ca = self.cross_attention
-            return ca.attend(ca.project_query(h), cross[0], cross[1], padding)[0]  # (B, L_new, E)
+            return ca.attend(ca.project_query(h), cross[0], cross[1], padding,
+                             need_weights=ca.records_attention())[0]  # (B, L_new, E)
         X = self.residual(X, self.addnorm1, self_attend)
         X = self.residual(X, self.addnorm2, cross_attend)
         X = self.residual(X, self.addnorm3, self.ffn)
@@ -339,9 +344,11 @@ class TransformerEncoder(nn.Module):
         """The blocks, typed."""
         return [cast(TransformerEncoderBlock, block) for block in self.blocks]
 
-    def attention_weights(self) -> list[Tensor | None]:
-        """Self-attention weights of the last forward pass, (B, H, S, S) per layer."""
-        return [block.attention.attention_weights for block in self.layers()]
+    def attention_maps(self) -> list[Tensor]:
+        """Self-attention weights (B, H, S, S) of the last pass, per layer that recorded them."""
+        return _recorded(block.attention for block in self.layers())
+
+    attention_weights = attention_maps  # the old name, kept as an alias
 
 
 class TransformerDecoder(nn.Module):
@@ -367,13 +374,23 @@ class TransformerDecoder(nn.Module):
         """The blocks, typed."""
         return [cast(TransformerDecoderBlock, block) for block in self.blocks]
 
-    def self_attention_weights(self) -> list[Tensor | None]:
-        """Causal self-attention weights of the last pass, (B, H, L, L) per layer."""
-        return [block.self_attention.attention_weights for block in self.layers()]
+    def attention_maps(self) -> dict[str, list[Tensor]]:
+        """``{"decoder_self": [(B, H, L, L)], "cross": [(B, H, L, S)]}``: the weights of the
+        last pass, per layer that recorded them."""
+        return {"decoder_self": _recorded(block.self_attention for block in self.layers()),
+                "cross": _recorded(block.cross_attention for block in self.layers())}
 
-    def cross_attention_weights(self) -> list[Tensor | None]:
-        """Cross-attention weights of the last pass, (B, H, L, S) per layer."""
-        return [block.cross_attention.attention_weights for block in self.layers()]
+    def self_attention_weights(self) -> list[Tensor]:
+        """``attention_maps()["decoder_self"]``."""
+        return self.attention_maps()["decoder_self"]
+
+    def cross_attention_weights(self) -> list[Tensor]:
+        """``attention_maps()["cross"]``."""
+        return self.attention_maps()["cross"]
+
+
+def _recorded(modules: Iterable[HeadsAttention]) -> list[Tensor]:
+    return [m.attention_weights for m in modules if m.attention_weights is not None]
 
 
 class Transformer(nn.Module):
@@ -498,7 +515,7 @@ class Transformer(nn.Module):
             new_keys.append(k)
             new_values.append(v)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
-        self.last_attention_weights = [w for w in self.decoder.cross_attention_weights() if w is not None]
+        self.last_attention_weights = self.decoder.cross_attention_weights()
         new_state = TransformerState(state.memory, state.src_key_padding_mask, state.cross_keys,
                                      state.cross_values, new_keys, new_values, state.steps + 1)
         return logits, new_state
@@ -507,20 +524,24 @@ class Transformer(nn.Module):
         """Row ``i`` of the new state is row ``index[i]`` of ``state`` (beam search)."""
         return state.index_select(index.to(state.memory.device))
 
-    # ------------------------------------------------------------------ plotting
+    # ------------------------------------------------------------------ attention maps
     def attention_maps(self) -> dict[str, list[Tensor]]:
         """Attention weights of the last pass, per layer, each (B, H, queries, keys).
+
+        Recorded in evaluation mode (training takes the fused kernel, which does not form
+        them); :meth:`set_record_attention` changes that.
 
         Returns:
             ``{"encoder_self": [(B, H, S, S)], "decoder_self": [(B, H, L, L)],
             "cross": [(B, H, L, S)]}``, one entry per layer (after :meth:`decode_step`
             the decoder maps cover the last step only: L = 1).
         """
-        def present(ws: list[Tensor | None]) -> list[Tensor]:
-            return [w for w in ws if w is not None]
-        return {"encoder_self": present(self.encoder.attention_weights()),
-                "decoder_self": present(self.decoder.self_attention_weights()),
-                "cross": present(self.decoder.cross_attention_weights())}
+        return {"encoder_self": self.encoder.attention_maps(), **self.decoder.attention_maps()}
+
+    def set_record_attention(self, flag: bool | None = True) -> None:
+        """Record the attention weights always (True), never (False) or in evaluation mode
+        only (None, the default)."""
+        set_record_attention(self, flag)
 
 
 # --------------------------------------------------------------------------- cached decoding
