@@ -36,12 +36,12 @@ from course_lib.positional import LearnedPositionalEmbedding
 from course_lib.training import eval_mode
 from course_lib.transformer import TransformerConfig, TransformerEncoder
 
+# Block and MLP are not exported (``course_lib.Block`` would be too generic a name);
+# import them from course_lib.gpt.
 __all__ = [
     "GPTConfig",
     "KVCache",
     "CausalSelfAttention",
-    "MLP",
-    "Block",
     "GPT",
     "sample_next",
     "mask_tokens",
