@@ -20,7 +20,8 @@ Lesson -> modules it teaches or first uses (later lessons reuse the earlier ones
 every lesson                              ``printing`` (``fmt``), ``plots`` (loaded on first use)
 =======================================  ================================================
 
-Not tied to a lesson: ``checkpoints`` (save and load a model), ``fra_eng`` and ``bpe``
+Not tied to a lesson: ``checkpoints`` (save and load a model), ``tasks`` (synthetic copy
+and date tasks, for tests), ``fra_eng`` and ``bpe``
 (the real Tatoeba data and a subword tokenizer, for ``benchmarks/``), ``d2l_compat``
 (the d2l package, for parity tests) and ``grading`` (the autograder).
 """
@@ -44,6 +45,7 @@ from course_lib import (
     printing,
     scoring,
     seq2seq,
+    tasks,
     training,
     transformer,
 )
@@ -57,6 +59,7 @@ from course_lib.transformer import *  # noqa: F401,F403
 from course_lib.gpt import *  # noqa: F401,F403
 from course_lib.data import *  # noqa: F401,F403
 from course_lib.corpus import *  # noqa: F401,F403
+from course_lib.tasks import *  # noqa: F401,F403
 from course_lib.fra_eng import *  # noqa: F401,F403
 from course_lib.training import *  # noqa: F401,F403
 from course_lib.checkpoints import *  # noqa: F401,F403
@@ -69,7 +72,7 @@ from course_lib.gqa import *  # noqa: F401,F403
 from course_lib.local_attention import *  # noqa: F401,F403
 from course_lib.printing import *  # noqa: F401,F403
 
-_MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, gpt, data, corpus, fra_eng,
+_MODULES = [pooling, masking, scoring, multihead, positional, seq2seq, transformer, gpt, data, corpus, tasks, fra_eng,
             training, checkpoints, decoding, metrics, printing]
 _MODULES += [flash, rotary, gqa, local_attention]
 

@@ -1,6 +1,7 @@
 """Decoding a trained seq2seq model: greedy search, beam search, and translation.
 
-Shape letters: B batch, S source length, V target vocabulary size, K beam size.
+Shape letters: B batch, S source length, V target vocabulary size, W beam width
+(``beam_size``; K means keys everywhere in the course).
 
 Every seq2seq model of the course (GRU, Bahdanau, Transformer) implements the
 :class:`Seq2SeqModel` protocol: ``forward`` for teacher forcing, and for decoding,
@@ -274,7 +275,7 @@ def beam_search_batch(
         src_valid_lens: real tokens per source row.
         bos_id: the ``<bos>`` id fed at the first step.
         eos_id: the ``<eos>`` id that ends a hypothesis.
-        beam_size: hypotheses kept per row at every step (K).
+        beam_size: hypotheses kept per row at every step (W).
         max_len: the most tokens per hypothesis (``<eos>`` included); at most the
             model's :func:`position_limit`.
         length_penalty: alpha in D2L's score ``log P / L**alpha``, with ``L`` the number of
@@ -287,7 +288,7 @@ def beam_search_batch(
         ``<eos>``; score as above.
 
     Shape:
-        src ``(B, S)``, src_valid_lens ``(B,)``. Internally the state has ``B * K`` rows.
+        src ``(B, S)``, src_valid_lens ``(B,)``. Internally the state has ``B * W`` rows.
     """
     _check_src(src, src_valid_lens)
     if beam_size < 1:
@@ -305,7 +306,7 @@ def beam_search_batch(
         state = model.encode(src, src_valid_lens)
         state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
         prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
-        # Only the first copy of each row is alive at the start, so the K copies do not
+        # Only the first copy of each row is alive at the start, so the W copies do not
         # all propose the same continuations.
         scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
         scores[:, 0] = 0.0
@@ -313,13 +314,13 @@ def beam_search_batch(
         row_done = [False] * batch
         for _ in range(max_len):
             logits, state = model.decode_step(prev, state)
-            log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*K, V)
+            log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*W, V)
             vocab = log_probs.shape[-1]
-            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, K*V)
-            # 2K candidates always leave K that do not end, even if K of them are <eos>.
+            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, W*V)
+            # 2W candidates always leave W that do not end, even if W of them are <eos>.
             top_scores, top_index = total.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K)
             new_scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
-            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*K,)
+            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*W,)
             new_prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
             next_tokens = torch.full((batch * k,), eos_id, dtype=torch.long, device=device)
             for b in range(batch):
@@ -331,8 +332,8 @@ def beam_search_batch(
                         break
                     beam, tok = divmod(idx, vocab)
                     if tok == eos_id:
-                        # Only an <eos> among the K best candidates ends a hypothesis (as
-                        # in fairseq): one a K-wide beam would have pruned is not kept.
+                        # Only an <eos> among the W best candidates ends a hypothesis (as
+                        # in fairseq): one a W-wide beam would have pruned is not kept.
                         if rank < k:
                             finished[b].append((prefixes[b][beam], s, len(prefixes[b][beam]) + 1))
                         continue

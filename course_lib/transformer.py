@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.data import check_token_ids
 from course_lib.masking import valid_lens_to_key_padding_mask
 from course_lib.multihead import HeadsAttention, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
@@ -431,10 +432,8 @@ class Transformer(nn.Module):
         self.last_attention_weights: list[Tensor] | None = None
 
     # ------------------------------------------------------------------ checks
-    def _check_tokens(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
-        if tokens.dim() != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-            raise ValueError(f"{name} must be an integer tensor of shape (B, {letter}), got "
-                             f"{tokens.dtype} of shape {tuple(tokens.shape)}")
+    def _check_token_ids(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
+        check_token_ids(tokens, name, f"(B, {letter})")
         if offset + tokens.shape[1] > self.config.max_len:
             raise ValueError(f"{name} reaches position {offset + tokens.shape[1]} but max_len="
                              f"{self.config.max_len}; truncate it or build the model with a larger "
@@ -446,7 +445,7 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ teacher forcing
     def encode_memory(self, src: Tensor, src_valid_lens: Tensor | None) -> tuple[Tensor, Tensor]:
         """Encoder output (B, S, E) and the source key_padding_mask (B, S) (True = padding)."""
-        self._check_tokens(src, "src", "S")
+        self._check_token_ids(src, "src", "S")
         batch, src_len = src.shape
         if src_valid_lens is None:
             src_valid_lens = torch.full((batch,), src_len, dtype=torch.long, device=src.device)
@@ -468,7 +467,7 @@ class Transformer(nn.Module):
             Logits (B, L, V); position i depends on ``tgt_in[:, :i+1]`` only.
         """
         memory, padding = self.encode_memory(src, src_valid_lens)
-        self._check_tokens(tgt_in, "tgt_in", "L")
+        self._check_token_ids(tgt_in, "tgt_in", "L")
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"src (B, S) and tgt_in (B, L) must share B, got {tuple(src.shape)} "
                              f"and {tuple(tgt_in.shape)}")
@@ -505,7 +504,7 @@ class Transformer(nn.Module):
             raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
                              f"got {tuple(prev_tokens.shape)}")
         tokens = prev_tokens[:, None]  # (B, 1)
-        self._check_tokens(tokens, "the decoded target", "1", offset=state.steps)
+        self._check_token_ids(tokens, "the decoded target", "1", offset=state.steps)
         X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
         new_keys, new_values = [], []
         for i, block in enumerate(self.decoder.layers()):

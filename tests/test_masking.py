@@ -90,8 +90,8 @@ def test_causal_mask_square_and_rectangular():
 
 # ---------------------------------------------------------------- masked softmax
 
-def test_seed_001_example():
-    # the (2, 2, 4) example of seed 001: zeros beyond each valid length, rows summing to one
+def test_small_example_zeros_beyond_each_valid_length():
+    # a (2, 2, 4) example: zeros beyond each valid length, rows summing to one
     scores = torch.rand(2, 2, 4, generator=torch.Generator().manual_seed(1))
     for valid_lens in (torch.tensor([2, 3]), torch.tensor([[1, 3], [2, 4]])):
         weights = masked_softmax(scores, valid_lens)
