@@ -26,9 +26,17 @@ Unlike D2L's decoder, the decoder here applies its causal mask in evaluation too
 teacher forcing (:meth:`Transformer.forward`) and step-by-step decoding
 (:meth:`Transformer.decode_step`, with a key/value cache) give the same logits.
 
-Masks: the modules use ``nn.MultiheadAttention``'s ``key_padding_mask`` (bool, True =
-padding, ignored). :class:`Transformer` takes D2L-style source valid lengths (B,) and
-converts them with ``valid_lens_to_key_padding_mask``.
+Masks: every module and method here takes ``nn.MultiheadAttention``'s
+``key_padding_mask`` (bool, True = padding, ignored), cached decoding included.
+:class:`Transformer` takes D2L-style source valid lengths (B,) and converts them once,
+with ``valid_lens_to_key_padding_mask``.
+
+Attention weights are recorded in evaluation mode only (training takes PyTorch's fused
+kernel); :meth:`Transformer.attention_maps` returns them per layer.
+
+The module reads: config, FFN, AddNorm and the residual wiring, the blocks and stacks,
+the model; then cached decoding and the weight copy from PyTorch's layers, in sections
+at the end.
 """
 
 from __future__ import annotations
