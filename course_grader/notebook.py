@@ -325,7 +325,3 @@ def scan_imports(sources: list[str], *, allowed: tuple[str, ...] = ("course_lib.
                     if n not in found:
                         found.append(n)
     return found
-
-
-def describe_cell(cell: dict[str, Any]) -> str:
-    return _cell_source(cell)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["MAX_MESSAGE_BYTES", "ProtocolError", "pack", "unpack", "write_message",
-           "read_exact", "decode", "is_plain", "safe_text"]
+           "read_exact", "decode", "safe_text"]
 
 #: Largest message accepted from the sandbox (a result bigger than this is refused).
 MAX_MESSAGE_BYTES = 64 * 2**20
@@ -113,21 +113,6 @@ def parse_header(header: bytes) -> int:
         raise ProtocolError(f"a message of {size} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes; "
                             "return smaller results")
     return size
-
-
-def is_plain(value: Any, depth: int = 0) -> bool:
-    """True if ``value`` can travel by value (plain data, tensors, containers of those)."""
-    if depth > MAX_DEPTH:
-        return False
-    if isinstance(value, _SCALARS) and type(value) in _SCALARS:
-        return True
-    if isinstance(value, torch.Tensor):
-        return type(value) in (torch.Tensor, torch.nn.Parameter) and value.layout == torch.strided
-    if type(value) in (list, tuple):
-        return all(is_plain(v, depth + 1) for v in value)
-    if type(value) is dict or type(value).__name__ == "OrderedDict":
-        return all(isinstance(k, (str, int)) and is_plain(v, depth + 1) for k, v in value.items())
-    return False
 
 
 def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) -> Any:

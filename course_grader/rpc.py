@@ -16,11 +16,13 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from course_grader import protocol
-from course_grader.sandbox import Sandbox, SandboxConfig, SandboxDied, kill_descendants
+from course_grader.sandbox import (Sandbox, SandboxConfig, SandboxDied, SandboxTimeout, descendants,
+                                   kill_descendants)
 
 __all__ = ["LearnerError", "RemoteObject", "Session", "CellRun", "TRUSTED_MODULES"]
 
@@ -231,7 +233,6 @@ class Session:
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        from course_grader.sandbox import descendants
         Sandbox.prepare(self.config)  # the fork server is long-lived: not part of this submission
         self.baseline = frozenset(descendants())
         self._spawn()
@@ -253,7 +254,6 @@ class Session:
         kill_descendants(self.baseline)
 
     def _mark_dead(self, exc: SandboxDied) -> None:
-        from course_grader.sandbox import SandboxTimeout
         self.death = str(exc)
         self.died_ever = True
         self.timed_out_ever |= isinstance(exc, SandboxTimeout)
@@ -285,9 +285,6 @@ class Session:
     def _request(self, message: dict, timeout: float, what: str) -> Any:
         assert self.sandbox is not None
         if self.deadline is not None:
-            import time
-
-            from course_grader.sandbox import SandboxTimeout
             left = self.deadline - time.monotonic()
             if left <= 0:
                 exc = SandboxTimeout(f"the grading time budget of {self.config.submission_timeout:g} s for your "
@@ -313,7 +310,6 @@ class Session:
             reply = self._request({"op": "exec", "cell": index, "source": source, "ipython": True},
                                   self.config.cell_timeout, f"cell {index}")
         except SandboxDied as exc:
-            from course_grader.sandbox import SandboxTimeout
             return CellRun(index, "timeout" if isinstance(exc, SandboxTimeout) else "died", str(exc))
         if type(reply) is not dict:
             return CellRun(index, "error", "invalid reply from the sandbox")

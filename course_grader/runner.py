@@ -203,7 +203,7 @@ def _bound_notebook(result: "NotebookResult") -> None:
         t.details = safe_text(t.details, 4000)
 
 
-def _fail_all(source: SourceNotebook, column_prefix: str, message: str, public_only: bool) -> list[TestOutcome]:
+def _fail_all(source: SourceNotebook, column_prefix: str, message: str) -> list[TestOutcome]:
     return [TestOutcome(t.grade_id, column_prefix + t.grade_id, 0.0, t.points, False, message,
                         hidden=t.has_hidden) for t in source.tests]
 
@@ -308,20 +308,20 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.notes.append(UNSAFE_NOTE)
     if submission is None:
         result.status = "missing"
-        result.tests = _fail_all(source, column_prefix, "no notebook submitted", public_only)
+        result.tests = _fail_all(source, column_prefix, "no notebook submitted")
         return result
     try:
         learner = _load_submission(submission, student if student is not None else Path(submission).stem)
     except SubmissionRefused as exc:
         result.status = "refused"
         result.notes.append(str(exc))
-        result.tests = _fail_all(source, column_prefix, f"your submission was refused: {exc}", public_only)
+        result.tests = _fail_all(source, column_prefix, f"your submission was refused: {exc}")
         _bound_notebook(result)
         return result
     except NotebookError as exc:
         result.status = "invalid notebook"
         result.notes.append(str(exc))
-        result.tests = _fail_all(source, column_prefix, f"your notebook could not be read: {exc}", public_only)
+        result.tests = _fail_all(source, column_prefix, f"your notebook could not be read: {exc}")
         _bound_notebook(result)
         return result
     plan = plan_submission(source, learner)
@@ -410,8 +410,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
             nb = NotebookResult(name, "grader error",
                                 notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])
-            nb.tests = _fail_all(source, f"{name}:" if multi else "", "not graded: internal grader error",
-                                 public_only)
+            nb.tests = _fail_all(source, f"{name}:" if multi else "", "not graded: internal grader error")
             results.append(nb)
     statuses = sorted({r.status for r in results}, key=lambda s: -_STATUS_RANK.get(s, 1))
     status = "ok" if statuses == ["ok"] else "; ".join(s for s in statuses if s != "ok")

@@ -25,7 +25,6 @@ same row is ``True`` at the padded positions, i.e. ``arange(S) >= n``
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import random
 import re
@@ -57,8 +56,7 @@ __all__ = [
     "make_translation_loader",
     "LMWindows",
     "make_lm_loader",
-    "copy_task_pairs",
-    "date_pairs",
+    "TranslationSplits",
 ]
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -172,6 +170,18 @@ def detokenize(tokens: Sequence[str]) -> str:
             out += " "
         out += tok
     return out
+
+
+def check_token_ids(tokens: Any, name: str, letters: str = "(B, T)") -> None:
+    """Raise a ValueError that says what was expected unless ``tokens`` is a 2-D integer
+    tensor of token ids (any integer dtype: ``nn.Embedding`` takes int32 and int64)."""
+    if (not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype.is_floating_point
+            or tokens.dtype.is_complex or tokens.dtype == torch.bool):
+        shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        dtype = tokens.dtype if isinstance(tokens, torch.Tensor) else None
+        raise ValueError(f"{name} must be an integer tensor of token ids of shape {letters} (e.g. "
+                         f"torch.long), got shape {shape} and dtype {dtype}; add a batch axis with "
+                         "x[None] and convert with .long()")
 
 
 # ---------------------------------------------------------------------------
@@ -409,7 +419,7 @@ class Seq2SeqBatch:
 Pair = tuple[Sequence[str], Sequence[str]] | tuple[str, str]
 
 
-def _as_tokens(item: str | Sequence[str], tokenizer: Callable[[str], list[str]]) -> list[str]:
+def _tokenized(item: str | Sequence[str], tokenizer: Callable[[str], list[str]]) -> list[str]:
     return tokenizer(item) if isinstance(item, str) else list(item)
 
 
@@ -448,8 +458,8 @@ class TranslationDataset(Dataset):
         for i, pair in enumerate(pairs):
             if len(pair) != 2:
                 raise ValueError(f"pair {i} must be (source, target), got {len(pair)} items")
-            src = src_vocab.encode(_as_tokens(pair[0], tokenizer))
-            tgt = tgt_vocab.encode(_as_tokens(pair[1], tokenizer))
+            src = src_vocab.encode(_tokenized(pair[0], tokenizer))
+            tgt = tgt_vocab.encode(_tokenized(pair[1], tokenizer))
             if max_len is not None:
                 src, tgt = src[: max_len - 1], tgt[: max_len - 1]
             self.items.append((src + [src_vocab.eos], tgt))
@@ -518,8 +528,8 @@ def build_vocabs(
     """
     if len(pairs) == 0:
         raise ValueError("no pairs given: cannot build vocabularies from empty data")
-    src = [_as_tokens(p[0], tokenizer) for p in pairs]
-    tgt = [_as_tokens(p[1], tokenizer) for p in pairs]
+    src = [_tokenized(p[0], tokenizer) for p in pairs]
+    tgt = [_tokenized(p[1], tokenizer) for p in pairs]
     return Vocab(src, min_freq=min_freq), Vocab(tgt, min_freq=min_freq)
 
 
@@ -718,106 +728,27 @@ def make_lm_loader(
 
 
 # ---------------------------------------------------------------------------
-# Synthetic tasks
+# Translation splits
 # ---------------------------------------------------------------------------
 
 
-def copy_task_pairs(
-    n: int,
-    min_len: int = 1,
-    max_len: int = 10,
-    alphabet: Sequence[str] = "abcdefghij",
-    seed: int = 0,
-    reverse: bool = False,
-) -> list[tuple[list[str], list[str]]]:
-    """Random sequences to copy (or reverse): the simplest seq2seq task.
+@dataclass
+class TranslationSplits:
+    """Train / validation / test lists of ``(english, french)`` pairs.
 
-    Reversal is the classic test of attention: the first output token depends on the
-    last input token, the hardest case for a fixed-size context vector.
-
-    Args:
-        n: number of pairs (>= 1).
-        min_len, max_len: length range, inclusive (1 <= min_len <= max_len).
-        alphabet: the symbols (at least one; must not contain the special tokens).
-        seed: random seed.
-        reverse: the target is the reversed source.
-
-    Returns:
-        ``n`` pairs ``(src_tokens, tgt_tokens)``.
+    No English sentence occurs in more than one split.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    if min_len < 1 or max_len < min_len:
-        raise ValueError(f"need 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
-    symbols = list(alphabet)
-    if not symbols:
-        raise ValueError("alphabet is empty")
-    if set(symbols) & set(SPECIAL_TOKENS):
-        raise ValueError(f"alphabet must not contain the special tokens {SPECIAL_TOKENS}")
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(n):
-        src = [rng.choice(symbols) for _ in range(rng.randint(min_len, max_len))]
-        pairs.append((src, src[::-1] if reverse else list(src)))
-    return pairs
+
+    train: list[tuple[str, str]]
+    valid: list[tuple[str, str]]
+    test: list[tuple[str, str]]
 
 
-_MONTHS = [
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-]  # fmt: skip
-_MONTHS_ABBR = [m[:3] for m in _MONTHS]
-_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+def __getattr__(name: str) -> Any:
+    # The synthetic copy and date tasks moved to course_lib.tasks; the old import path
+    # ``from course_lib.data import copy_task_pairs`` keeps working.
+    if name in ("copy_task_pairs", "date_pairs"):
+        from course_lib import tasks
 
-
-def _ordinal(day: int) -> str:
-    if 10 <= day % 100 <= 20:
-        return f"{day}th"
-    return f"{day}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(day % 10, 'th') }"
-
-
-# Each format renders a date as a human would write it. Slash and dot formats are
-# day-first (European): 03/04/21 is 3 April 2021. Two-digit years only occur in the
-# range 1950..2049 generated here, read as 19yy for yy >= 50 and 20yy otherwise.
-_DATE_FORMATS: list[Callable[[_dt.date], str]] = [
-    lambda d: f"{d.day} {_MONTHS[d.month - 1]} {d.year}",
-    lambda d: f"{_MONTHS[d.month - 1]} {d.day}, {d.year}",
-    lambda d: f"{d.day:02d}/{d.month:02d}/{d.year % 100:02d}",
-    lambda d: f"{_DAYS[d.weekday()][:3]} {d.day} {_MONTHS_ABBR[d.month - 1]} {d.year}",
-    lambda d: f"{d.year}.{d.month}.{d.day}",
-    lambda d: f"{d.day} {_MONTHS_ABBR[d.month - 1].lower()} {d.year}",
-    lambda d: f"{_DAYS[d.weekday()]}, {_MONTHS[d.month - 1]} {d.day}, {d.year}",
-    lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",
-    lambda d: f"the {_ordinal(d.day)} of {_MONTHS[d.month - 1]} {d.year}",
-    lambda d: f"{_MONTHS[d.month - 1].upper()} {d.day} {d.year}",
-    lambda d: f"{d.day}/{d.month}/{d.year}",
-    lambda d: f"{_MONTHS_ABBR[d.month - 1]} {_ordinal(d.day)} {d.year}",
-]
-
-
-def date_pairs(n: int, seed: int = 0) -> list[tuple[list[str], list[str]]]:
-    """Human-written dates and their ISO form, as character tokens.
-
-    Example pair (joined): ``"Tue 2 Mar 2021"`` -> ``"2021-03-02"``. Formats include
-    ``"3 March 2021"``, ``"March 3, 2021"``, ``"03/03/21"`` (day first), ``"Tue 3 Mar 2021"``,
-    ``"2021.3.3"``, ``"the 3rd of March 2021"`` and more. Dates are uniform over
-    1950-01-01 .. 2049-12-31.
-
-    Args:
-        n: number of pairs (>= 1).
-        seed: random seed.
-
-    Returns:
-        ``n`` pairs ``(list(human), list(iso))`` of single characters.
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    rng = random.Random(seed)
-    start = _dt.date(1950, 1, 1).toordinal()
-    end = _dt.date(2049, 12, 31).toordinal()
-    pairs = []
-    for _ in range(n):
-        day = _dt.date.fromordinal(rng.randint(start, end))
-        human = rng.choice(_DATE_FORMATS)(day)
-        pairs.append((char_tokenize(human), char_tokenize(day.isoformat())))
-    return pairs
+        return getattr(tasks, name)
+    raise AttributeError(f"module 'course_lib.data' has no attribute {name!r}")

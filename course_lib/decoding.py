@@ -1,6 +1,7 @@
 """Decoding a trained seq2seq model: greedy search, beam search, and translation.
 
-Shape letters: B batch, S source length, V target vocabulary size, K beam size.
+Shape letters: B batch, S source length, V target vocabulary size, W beam width
+(``beam_size``; K means keys everywhere in the course).
 
 Every seq2seq model of the course (GRU, Bahdanau, Transformer) implements the
 :class:`Seq2SeqModel` protocol: ``forward`` for teacher forcing, and for decoding,
@@ -18,6 +19,8 @@ from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import torch
 from torch import Tensor
+
+from course_lib.training import eval_mode
 
 __all__ = [
     "Seq2SeqModel",
@@ -128,25 +131,6 @@ def _stack_steps(steps: list[Any]) -> Any:
     return None
 
 
-class _EvalMode:
-    """Eval mode and no gradients inside; the previous mode is restored on exit."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.was_training = bool(getattr(model, "training", False))
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        if hasattr(self.model, "eval"):
-            self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.no_grad.__exit__(*exc)
-        if hasattr(self.model, "train"):
-            self.model.train(self.was_training)
-
-
 @overload
 def greedy_decode(
     model: StepDecoder, src: Tensor, src_valid_lens: Tensor, *, bos_id: int, eos_id: int,
@@ -205,7 +189,7 @@ def greedy_decode(
     batch = src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     attention: list[list[Any]] = [[] for _ in range(batch)]
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         prev = torch.full((batch,), bos_id, dtype=torch.long, device=src.device)
         done = [False] * batch
@@ -256,7 +240,7 @@ def sequence_log_prob(
     if src.shape[0] != 1:
         raise ValueError(f"sequence_log_prob scores one sentence: src must be (1, S), got {tuple(src.shape)}")
     total = 0.0
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         prev = torch.tensor([bos_id], dtype=torch.long, device=src.device)
         for tok in tokens:
@@ -291,7 +275,7 @@ def beam_search_batch(
         src_valid_lens: real tokens per source row.
         bos_id: the ``<bos>`` id fed at the first step.
         eos_id: the ``<eos>`` id that ends a hypothesis.
-        beam_size: hypotheses kept per row at every step (K).
+        beam_size: hypotheses kept per row at every step (W).
         max_len: the most tokens per hypothesis (``<eos>`` included); at most the
             model's :func:`position_limit`.
         length_penalty: alpha in D2L's score ``log P / L**alpha``, with ``L`` the number of
@@ -304,7 +288,7 @@ def beam_search_batch(
         ``<eos>``; score as above.
 
     Shape:
-        src ``(B, S)``, src_valid_lens ``(B,)``. Internally the state has ``B * K`` rows.
+        src ``(B, S)``, src_valid_lens ``(B,)``. Internally the state has ``B * W`` rows.
     """
     _check_src(src, src_valid_lens)
     if beam_size < 1:
@@ -318,11 +302,11 @@ def beam_search_batch(
 
     # finished[b]: (tokens, log P, length counted for the penalty)
     finished: list[list[tuple[list[int], float, int]]] = [[] for _ in range(batch)]
-    with _EvalMode(model):
+    with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
         state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
         prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
-        # Only the first copy of each row is alive at the start, so the K copies do not
+        # Only the first copy of each row is alive at the start, so the W copies do not
         # all propose the same continuations.
         scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
         scores[:, 0] = 0.0
@@ -330,13 +314,13 @@ def beam_search_batch(
         row_done = [False] * batch
         for _ in range(max_len):
             logits, state = model.decode_step(prev, state)
-            log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*K, V)
+            log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*W, V)
             vocab = log_probs.shape[-1]
-            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, K*V)
-            # 2K candidates always leave K that do not end, even if K of them are <eos>.
+            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, W*V)
+            # 2W candidates always leave W that do not end, even if W of them are <eos>.
             top_scores, top_index = total.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K)
             new_scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
-            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*K,)
+            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*W,)
             new_prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
             next_tokens = torch.full((batch * k,), eos_id, dtype=torch.long, device=device)
             for b in range(batch):
@@ -348,8 +332,8 @@ def beam_search_batch(
                         break
                     beam, tok = divmod(idx, vocab)
                     if tok == eos_id:
-                        # Only an <eos> among the K best candidates ends a hypothesis (as
-                        # in fairseq): one a K-wide beam would have pruned is not kept.
+                        # Only an <eos> among the W best candidates ends a hypothesis (as
+                        # in fairseq): one a W-wide beam would have pruned is not kept.
                         if rank < k:
                             finished[b].append((prefixes[b][beam], s, len(prefixes[b][beam]) + 1))
                         continue

@@ -32,8 +32,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from course_lib.corpus import TranslationSplits
-from course_lib.data import tokenize
+from course_lib.data import TranslationSplits, tokenize
 
 __all__ = [
     "FRA_ENG_URL",

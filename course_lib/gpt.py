@@ -31,17 +31,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import merge_heads, split_heads
+from course_lib.multihead import HeadsAttention, attend_heads, recording_attention, set_record_attention, split_heads
 from course_lib.positional import LearnedPositionalEmbedding
-from course_lib.scoring import scaled_dot_product_attention
+from course_lib.training import eval_mode
 from course_lib.transformer import TransformerConfig, TransformerEncoder
 
+# Block and MLP are not exported (``course_lib.Block`` would be too generic a name);
+# import them from course_lib.gpt.
 __all__ = [
     "GPTConfig",
     "KVCache",
     "CausalSelfAttention",
-    "MLP",
-    "Block",
     "GPT",
     "sample_next",
     "mask_tokens",
@@ -119,13 +119,14 @@ class KVCache:
         return self.keys[layer], self.values[layer]
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(HeadsAttention):
     """Multi-head self-attention in which position i attends to positions <= i.
 
     One Linear layer computes queries, keys and values together (3 E outputs), which is
-    the same as three separate E x E projections stacked. Setting ``record_weights``
-    keeps the (B, H, T, t+T) weights of the last call in ``attention_weights`` (slower:
-    PyTorch's fused kernel does not return them).
+    the same as three separate E x E projections stacked. The (B, H, T, t+T) weights of
+    the last call are kept in ``attention_weights`` when ``record_attention`` says so
+    (:class:`course_lib.multihead.HeadsAttention`: in evaluation mode by default; slower,
+    since PyTorch's fused kernel does not form them).
 
     Shape:
         x (B, T, E) -> (B, T, E)
@@ -138,24 +139,25 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.record_weights = False
-        self.attention_weights: Tensor | None = None
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """Attend; with a ``cache``, ``x`` holds the positions after the t cached ones."""
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q = split_heads(q, self.n_head)  # (B, H, T, D)
-        k = split_heads(k, self.n_head)  # (B, H, T, D)
-        v = split_heads(v, self.n_head)  # (B, H, T, D)
+        q, k, v = (split_heads(t, self.n_head) for t in self.c_attn(x).split(self.n_embd, dim=2))  # (B, H, T, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change
         # is_causal lines the T queries up with the *last* T keys: query i sits at t + i.
-        y, weights = scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0,
-            need_weights=self.record_weights)
-        if weights is not None:
-            self.attention_weights = weights.detach()
-        return self.resid_dropout(self.c_proj(merge_heads(y)))  # (B, T, E)
+        y, _ = attend_heads(self, q, k, v, self.c_proj, is_causal=True, need_weights=self.records_attention())
+        return self.resid_dropout(y)  # (B, T, E)
+
+
+    @property
+    def record_weights(self) -> bool | None:
+        """The old name of ``record_attention``, kept as an alias."""
+        return self.record_attention
+
+    @record_weights.setter
+    def record_weights(self, flag: bool | None) -> None:
+        self.record_attention = flag
 
 
 class MLP(nn.Module):
@@ -283,11 +285,9 @@ class GPT(nn.Module):
             raise ValueError(f"idx must be a non-empty (B, T) prompt, got shape {tuple(idx.shape)}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        was_training = self.training
-        self.eval()
-        try:
-            block = self.config.block_size
-            cache = KVCache() if use_cache else None
+        block = self.config.block_size
+        cache = KVCache() if use_cache else None
+        with eval_mode(self), recording_attention(self, False):  # sampling needs no weights: fused kernel
             for _ in range(max_new_tokens):
                 if cache is None or len(cache) == 0 or len(cache) >= block:
                     if cache is not None:
@@ -298,17 +298,15 @@ class GPT(nn.Module):
                 logits, _ = self(feed, cache=cache)
                 next_token = sample_next(logits[:, -1], temperature, top_k, generator)  # (B,)
                 idx = torch.cat([idx, next_token[:, None]], dim=1)  # (B, T+1)
-        finally:
-            self.train(was_training)
         return idx
 
-    def set_record_attention(self, flag: bool = True) -> None:
-        """Keep every layer's attention weights after each forward pass (for plotting)."""
-        for block in self.layers():
-            block.attn.record_weights = flag
+    def set_record_attention(self, flag: bool | None = True) -> None:
+        """Record the attention weights always (True), never (False) or in evaluation mode
+        only (None, the default). :meth:`generate` never records."""
+        set_record_attention(self, flag)
 
     def attention_maps(self) -> list[Tensor]:
-        """Per-layer (B, H, T, T) weights of the last pass; needs :meth:`set_record_attention`."""
+        """Per-layer (B, H, T, T) weights of the last pass, for the layers that recorded them."""
         return [b.attn.attention_weights for b in self.layers() if b.attn.attention_weights is not None]
 
     def layers(self) -> list[Block]:

@@ -25,9 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.gpt import KVCache
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import HeadsAttention, MultiHeadAttention, attend_heads, split_heads
 from course_lib.rotary import RotaryEmbedding
-from course_lib.scoring import scaled_dot_product_attention
 
 __all__ = ["repeat_kv", "GroupedQueryAttention", "kv_cache_bytes_per_token"]
 
@@ -53,7 +52,7 @@ def kv_cache_bytes_per_token(n_layer: int, num_kv_heads: int, head_dim: int,
     return 2 * n_layer * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
 
-class GroupedQueryAttention(nn.Module):
+class GroupedQueryAttention(HeadsAttention):
     """Attention with ``num_heads`` query heads sharing ``num_kv_heads`` key/value heads.
 
     Args:
@@ -132,9 +131,8 @@ class GroupedQueryAttention(nn.Module):
             if cache is not None or tuple(key_padding_mask.shape) != (query.shape[0], k.shape[2]):
                 raise ValueError(f"key_padding_mask must be (B, S)=({query.shape[0]}, {k.shape[2]}) and "
                                  f"cannot be combined with a cache; got {tuple(key_padding_mask.shape)}")
-            mask = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, S), True = may attend
+            mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S), True = padding
         group = self.num_heads // self.num_kv_heads
-        out, _ = scaled_dot_product_attention(
-            q, repeat_kv(k, group), repeat_kv(v, group), attn_mask=mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0, need_weights=False)  # (B, H, L, D)
-        return self.out_proj(merge_heads(out))  # (B, L, E)
+        out, _ = attend_heads(self, q, repeat_kv(k, group), repeat_kv(v, group), self.out_proj, mask,
+                              is_causal=is_causal, need_weights=False)
+        return out  # (B, L, E)

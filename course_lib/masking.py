@@ -11,6 +11,12 @@ converts between them and the rest of the course states which one each API takes
   ``attn_mask``): True where the query **may** attend to the key.
 * A *padding* mask (``torch.nn.MultiheadAttention``'s boolean ``key_padding_mask`` and
   ``attn_mask``): True where the key is **masked out**. It is the negation of a keep mask.
+
+Inside course_lib every mask handed from one module to another is a padding mask (True =
+masked out, or a float mask added to the scores), combined by :func:`merge_masks`. The
+keep masks appear only at the edges that mirror ``F.scaled_dot_product_attention``
+(:func:`causal_mask`, :func:`valid_lens_to_mask`,
+:func:`course_lib.scoring.scaled_dot_product_attention`), which convert them once.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ __all__ = [
     "valid_lens_to_key_padding_mask",
     "key_padding_mask_to_valid_lens",
     "causal_mask",
+    "merge_masks",
     "masked_softmax",
 ]
 
@@ -120,6 +127,42 @@ def causal_mask(num_queries: int, num_keys: int | None = None, *,
     q = torch.arange(num_queries, device=device)[:, None]
     k = torch.arange(num_keys, device=device)[None, :]
     return k <= q + offset  # (Q, K)
+
+
+def merge_masks(*masks: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Combine attention masks in ``nn.MultiheadAttention``'s convention into one.
+
+    Each mask is None, boolean (True = masked out) or float (added to the scores); they
+    must broadcast against each other, e.g. a key padding mask (B, 1, 1, K) and a causal
+    mask (Q, K).
+
+    Returns:
+        None if every mask is None; the union of the masked-out positions if every mask
+        is boolean; otherwise a float mask of ``dtype``: the sum of the float masks, with
+        ``-inf`` wherever a boolean mask masks out.
+    """
+    blocked: Tensor | None = None
+    additive: Tensor | None = None
+    for mask in masks:
+        if mask is None:
+            continue
+        if mask.dtype == torch.bool:
+            blocked = mask if blocked is None else blocked | mask
+        else:
+            additive = mask.to(dtype) if additive is None else additive + mask.to(dtype)
+    if additive is None or blocked is None:
+        return blocked if additive is None else additive
+    return additive + bias_from_mask(blocked, dtype)
+
+
+def bias_from_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """The float mask to add to the scores: 0 where a key may be attended, -inf where the
+    boolean ``mask`` is True (masked out). A float ``mask`` is returned as it is."""
+    if mask.dtype != torch.bool:
+        return mask.to(dtype)
+    # Built on the mask's own, usually small, shape (e.g. (B, 1, 1, K)): adding it to the
+    # scores costs no extra pass in the backward, unlike masked_fill on the scores.
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
 
 
 def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None) -> Tensor:

@@ -37,7 +37,7 @@ SmoothMethod = Literal["none", "exp", "floor", "add-k"]
 _SMOOTH_DEFAULTS: dict[str, float | None] = {"none": None, "exp": None, "floor": 0.1, "add-k": 1.0}
 
 
-def _as_tokens(seq: Sequence[str] | str) -> list[str]:
+def _split_if_str(seq: Sequence[str] | str) -> list[str]:
     # D2L's bleu takes strings and splits on single spaces; accept that form too.
     return seq.split(" ") if isinstance(seq, str) else list(seq)
 
@@ -75,7 +75,7 @@ def bleu(pred_tokens: Sequence[str] | str, label_tokens: Sequence[str] | str, k:
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    pred, label = _as_tokens(pred_tokens), _as_tokens(label_tokens)
+    pred, label = _split_if_str(pred_tokens), _split_if_str(label_tokens)
     len_pred, len_label = len(pred), len(label)
     if len_pred == 0:
         return 0.0

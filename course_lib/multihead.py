@@ -18,14 +18,17 @@ allowed; float masks are added to the scores. D2L's ``valid_lens`` of shape (B,)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import causal_mask
-from course_lib.scoring import scaled_dot_product_attention
+from course_lib.masking import merge_masks
+from course_lib.scoring import attend
 
-__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention", "recording_attention", "MultiHeadAttention", "attend_heads"]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -44,7 +47,49 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.reshape(batch, steps, heads * head_dim)  # (B, T, E)
 
 
-class MultiHeadAttention(nn.Module):
+class HeadsAttention(nn.Module):
+    """Base of the course's multi-head attention modules, and their weights contract.
+
+    Attributes:
+        dropout: dropout probability on the attention weights, applied in training.
+        attention_weights: the per-head weights (B, H, L, S) of the last forward pass,
+            detached, or None if that pass did not record them.
+        record_attention: when a model's blocks record the weights. None (the default):
+            in evaluation mode only, so that training takes PyTorch's fused kernel, which
+            never forms the weights; True: always; False: never. Set it for a whole model
+            with :func:`set_record_attention`. (``MultiHeadAttention`` called directly
+            follows its ``need_weights`` argument, as PyTorch's module does.)
+    """
+
+    dropout: float
+    attention_weights: Tensor | None = None
+    record_attention: bool | None = None
+
+    def records_attention(self) -> bool:
+        """Whether the next forward pass of a block records :attr:`attention_weights`."""
+        return not self.training if self.record_attention is None else self.record_attention
+
+
+def set_record_attention(model: nn.Module, flag: bool | None = True) -> None:
+    """Set ``record_attention`` of every attention module in ``model`` (see :class:`HeadsAttention`)."""
+    for module in model.modules():
+        if isinstance(module, HeadsAttention):
+            module.record_attention = flag
+
+
+@contextmanager
+def recording_attention(model: nn.Module, flag: bool | None) -> Iterator[None]:
+    """:func:`set_record_attention` for the ``with`` block only; the old settings come back after it."""
+    saved = [(m, m.record_attention) for m in model.modules() if isinstance(m, HeadsAttention)]
+    set_record_attention(model, flag)
+    try:
+        yield
+    finally:
+        for module, old in saved:
+            module.record_attention = old
+
+
+class MultiHeadAttention(HeadsAttention):
     """Multi-head attention: W_o [head_1; ...; head_H], head_h = attention(Q W_q^h, K W_k^h, V W_v^h).
 
     Same constructor and forward arguments as ``torch.nn.MultiheadAttention`` (without
@@ -115,45 +160,6 @@ class MultiHeadAttention(nn.Module):
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         return ours.train(module.training)
 
-    def _merge_masks(self, key_padding_mask: Tensor | None, attn_mask: Tensor | None,
-                     is_causal: bool, batch: int, tgt_len: int, src_len: int,
-                     dtype: torch.dtype) -> tuple[Tensor | None, bool]:
-        """Combine PyTorch-MHA-style masks into one SDPA-style mask broadcastable to (B, H, L, S)."""
-        keep: Tensor | None = None
-        additive: Tensor | None = None
-        if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != (batch, src_len):
-                raise ValueError(f"key_padding_mask must have shape (B, S)=({batch}, {src_len}), "
-                                 f"got {tuple(key_padding_mask.shape)}")
-            kpm = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
-            if kpm.dtype == torch.bool:
-                keep = ~kpm
-            else:
-                additive = kpm.to(dtype)
-        if attn_mask is not None:
-            if attn_mask.dim() == 2:
-                if tuple(attn_mask.shape) != (tgt_len, src_len):
-                    raise ValueError(f"a 2-D attn_mask must have shape (L, S)=({tgt_len}, {src_len}), "
-                                     f"got {tuple(attn_mask.shape)}")
-                am = attn_mask[None, None]  # (1, 1, L, S)
-            elif attn_mask.dim() == 3:
-                expected = (batch * self.num_heads, tgt_len, src_len)
-                if tuple(attn_mask.shape) != expected:
-                    raise ValueError(f"a 3-D attn_mask must have shape (B*H, L, S)={expected}, "
-                                     f"got {tuple(attn_mask.shape)}")
-                am = attn_mask.reshape(batch, self.num_heads, tgt_len, src_len)  # (B, H, L, S)
-            else:
-                raise ValueError(f"attn_mask must be (L, S) or (B*H, L, S), got {tuple(attn_mask.shape)}")
-            if am.dtype == torch.bool:
-                keep = ~am if keep is None else keep & ~am
-            else:
-                additive = am.to(dtype) if additive is None else additive + am.to(dtype)
-        if additive is not None:
-            if keep is not None:
-                additive = additive.masked_fill(~keep, float("-inf"))
-            return additive, is_causal
-        return keep, is_causal
-
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
@@ -198,21 +204,75 @@ class MultiHeadAttention(nn.Module):
             projections = (self.q_proj, self.k_proj, self.v_proj)
             weight = torch.cat([p.weight for p in projections])  # (3E, E)
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])  # (3E,)
-            q_all, k_all, v_all = F.linear(query, weight, bias).chunk(3, dim=-1)  # 3 x (B, L, E)
+            q, k, v = (split_heads(t, self.num_heads) for t in F.linear(query, weight, bias).chunk(3, dim=-1))
         else:
-            q_all, k_all, v_all = self.q_proj(query), self.k_proj(key), self.v_proj(value)
-        q = split_heads(q_all, self.num_heads)  # (B, H, L, D)
-        k = split_heads(k_all, self.num_heads)  # (B, H, S, D)
-        v = split_heads(v_all, self.num_heads)  # (B, H, S, D)
-        mask, causal = self._merge_masks(key_padding_mask, attn_mask, is_causal,
-                                         batch, tgt_len, src_len, q.dtype)
-        out, weights = scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=causal,
-            dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights)
-        out = self.out_proj(merge_heads(out))  # (B, L, E)
+            q = self.project_query(query)  # (B, H, L, D)
+            k, v = self.project_key_value(key, value)  # (B, H, S, D) each
+        mask = merge_masks(self._key_padding_view(key_padding_mask, batch, src_len),
+                           self._attn_mask_view(attn_mask, batch, tgt_len, src_len), dtype=q.dtype)
+        out, weights = self.attend(q, k, v, mask, is_causal=is_causal, need_weights=need_weights)
         if not self.batch_first:
             out = out.transpose(0, 1)  # (L, B, E)
         if weights is None:
             return out, None
-        self.attention_weights = weights.detach()
         return out, (weights.mean(dim=1) if average_attn_weights else weights)
+
+    # The pieces of forward, also used on their own by cached decoding.
+
+    def project_query(self, query: Tensor) -> Tensor:
+        """(B, L, E) -> the per-head queries (B, H, L, D)."""
+        return split_heads(self.q_proj(query), self.num_heads)
+
+    def project_key_value(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, S, kdim), (B, S, vdim) -> the per-head keys and values, (B, H, S, D) each."""
+        return split_heads(self.k_proj(key), self.num_heads), split_heads(self.v_proj(value), self.num_heads)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+               is_causal: bool = False, need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+        """Attend with the per-head q (B, H, L, D), k and v (B, H, S, D), merge the heads and
+        apply W_o: output (B, L, E) and per-head weights (B, H, L, S) or None. ``mask``
+        broadcasts to (B, H, L, S), True = masked out (or float, added)."""
+        return attend_heads(self, q, k, v, self.out_proj, mask, is_causal=is_causal, need_weights=need_weights)
+
+    @staticmethod
+    def _key_padding_view(key_padding_mask: Tensor | None, batch: int, src_len: int) -> Tensor | None:
+        if key_padding_mask is None:
+            return None
+        if tuple(key_padding_mask.shape) != (batch, src_len):
+            raise ValueError(f"key_padding_mask must have shape (B, S)=({batch}, {src_len}), "
+                             f"got {tuple(key_padding_mask.shape)}")
+        return key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+
+    def _attn_mask_view(self, attn_mask: Tensor | None, batch: int, tgt_len: int, src_len: int) -> Tensor | None:
+        if attn_mask is None:
+            return None
+        if attn_mask.dim() == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise ValueError(f"a 2-D attn_mask must have shape (L, S)=({tgt_len}, {src_len}), "
+                                 f"got {tuple(attn_mask.shape)}")
+            return attn_mask[None, None]  # (1, 1, L, S)
+        if attn_mask.dim() == 3:
+            expected = (batch * self.num_heads, tgt_len, src_len)
+            if tuple(attn_mask.shape) != expected:
+                raise ValueError(f"a 3-D attn_mask must have shape (B*H, L, S)={expected}, "
+                                 f"got {tuple(attn_mask.shape)}")
+            return attn_mask.reshape(batch, self.num_heads, tgt_len, src_len)  # (B, H, L, S)
+        raise ValueError(f"attn_mask must be (L, S) or (B*H, L, S), got {tuple(attn_mask.shape)}")
+
+
+def attend_heads(module: HeadsAttention, q: Tensor, k: Tensor, v: Tensor, out_proj: nn.Module,
+                 mask: Tensor | None = None, *, is_causal: bool = False,
+                 need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+    """The middle of every multi-head attention in the course: attend, merge heads, project.
+
+    ``module`` supplies ``dropout`` (a probability, applied in training) and receives the
+    detached weights in ``attention_weights`` (None when ``need_weights`` is False).
+
+    Shape:
+        q (B, H, L, D), k and v (B, H, S, D), mask broadcastable to (B, H, L, S)
+        (True = masked out) -> output (B, L, E), weights (B, H, L, S) or None.
+    """
+    dropout = module.dropout if module.training else 0.0
+    out, weights = attend(q, k, v, mask, is_causal=is_causal, dropout_p=dropout, need_weights=need_weights)
+    module.attention_weights = None if weights is None else weights.detach()
+    return out_proj(merge_heads(out)), weights  # (B, L, E)

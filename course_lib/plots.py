@@ -35,6 +35,7 @@ __all__ = [
     "positional_encoding_heatmap",
     "plot_kernel_regression",
     "plot_curves",
+    "plot_history",
 ]
 
 
@@ -475,4 +476,36 @@ def plot_curves(
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
+    return fig
+
+
+def plot_history(history: Any, *, figsize: tuple[float, float] | None = None) -> Figure:
+    """Draw a :class:`course_lib.training.History`; returns the Figure.
+
+    Left: loss per step (faint) and per epoch (at the step where each epoch ended), with
+    the validation loss. Right (only if a metric was recorded): the metric per epoch.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    ncols = 2 if history.val_metric else 1
+    fig, axes = plt.subplots(1, ncols, figsize=figsize or (5.0 * ncols, 3.5), squeeze=False)
+    ax = axes[0, 0]
+    if history.step_loss:
+        ax.plot(range(1, len(history.step_loss) + 1), history.step_loss, alpha=0.3, label="train (step)")
+    if history.epoch_loss:
+        ends = np.cumsum(history.epoch_steps)
+        ax.plot(ends, history.epoch_loss, "o-", label="train (epoch mean)")
+        if history.val_loss:
+            ax.plot(ends[: len(history.val_loss)], history.val_loss, "s-", label="validation")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.legend()
+    if history.val_metric:
+        ax2 = axes[0, 1]
+        ax2.plot(range(1, len(history.val_metric) + 1), history.val_metric, "o-")
+        ax2.set_xlabel("epoch")
+        ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax2.set_ylabel(history.metric_name)
+    fig.tight_layout()
+    plt.close(fig)  # the caller displays it; avoid a second copy in notebooks
     return fig

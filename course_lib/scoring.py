@@ -3,6 +3,9 @@
 Shape letters: B batch, Q queries (L in PyTorch's docs), K keys (S), D query/key size,
 Dv value size. ``...`` stands for any leading batch axes (e.g. B, H).
 
+Scaled dot-product attention: Attention(Q, K, V) = softmax(Q K^T / sqrt(D) + M) V, where
+the mask M is 0 where a query may look at a key and -inf where it may not.
+
 Two APIs, each with the mask convention of the library it mirrors:
 
 * :func:`scaled_dot_product_attention` mirrors ``F.scaled_dot_product_attention``:
@@ -12,6 +15,9 @@ Two APIs, each with the mask convention of the library it mirrors:
   ``valid_lens`` tensor of shape (B,) or (B, Q) keeps the first ``valid_lens`` keys
   (see :mod:`course_lib.masking`). ``valid_lens=v`` is the same as the keep mask
   ``valid_lens_to_mask(v, Q, K)``.
+
+:func:`attend` is :func:`scaled_dot_product_attention` with the library's internal mask
+convention (``nn.MultiheadAttention``'s: True = masked out); the modules call it.
 """
 
 from __future__ import annotations
@@ -22,21 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import causal_mask, masked_softmax
+from course_lib.masking import bias_from_mask, causal_mask, masked_softmax, merge_masks
 
 __all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention"]
-
-
-def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
-    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
-        raise ValueError("query, key and value need at least 2 dimensions (..., T, E); got shapes "
-                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"query and key must have the same last size D: query (..., Q, D) is "
-                         f"{tuple(query.shape)}, key (..., K, D) is {tuple(key.shape)}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"key and value must have the same number of positions K: key is "
-                         f"{tuple(key.shape)}, value (..., K, Dv) is {tuple(value.shape)}")
 
 
 def scaled_dot_product_attention(
@@ -63,62 +57,77 @@ def scaled_dot_product_attention(
         is_causal: query i may attend to keys j <= i (+ K - Q when K > Q, i.e. the queries
             are the last Q positions). Combined with ``attn_mask`` if both are given.
         scale: defaults to 1 / sqrt(D).
-        need_weights: if False, take PyTorch's fused kernel and return ``None`` weights.
+        need_weights: if False, return ``None`` weights and take PyTorch's fused kernel (on
+            CPU only without dropout: PyTorch has no fused CPU kernel with dropout).
 
     Returns:
         ``(output, weights)``: output (..., Q, Dv); weights (..., Q, K) before dropout, or
         None. A query that may attend to no key gets all-zero weights and a zero output
         (PyTorch's SDPA also returns zeros since version 2.5, NaN before); both paths agree.
     """
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = ~attn_mask  # SDPA's "may attend" -> the library's "masked out", once, here
+    return attend(query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                  need_weights=need_weights)
+
+
+def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *,
+           dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+           need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+    """:func:`scaled_dot_product_attention` with ``nn.MultiheadAttention``'s mask convention.
+
+    The path every attention module of the course takes. ``mask`` broadcasts to
+    (..., Q, K): boolean True = masked out, or float added to the scores.
+    """
     _check_qkv(query, key, value)
     num_q, num_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-
-    keep: Tensor | None = None
-    additive: Tensor | None = None
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            keep = attn_mask
-        else:
-            additive = attn_mask.to(query.dtype)
-    if is_causal:
-        causal = causal_mask(num_q, num_k, device=query.device)
-        keep = causal if keep is None else keep & causal
-
-    # Rows where no key may be attended, read off the masks (small, e.g. (B, 1, 1, K)) rather
-    # than the (..., Q, K) scores: most calls have none and then skip the extra passes.
-    dead: Tensor | None = None
-    if keep is not None or additive is not None:
-        allowed = keep if keep is not None else torch.ones((), dtype=torch.bool, device=query.device)
-        if additive is not None:
-            allowed = allowed & ~torch.isneginf(additive)
-        no_key = ~allowed.any(dim=-1, keepdim=True)
-        if bool(no_key.any()):
-            dead = no_key
-
-    if not need_weights and dead is None:
-        fused_mask = keep
-        if additive is not None:
-            fused_mask = additive if keep is None else additive.masked_fill(~keep, float("-inf"))
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
-                                             dropout_p=dropout_p, scale=scale)
-        return out, None
+    mask = merge_masks(mask, ~causal_mask(num_q, num_k, device=query.device) if is_causal else None,
+                       dtype=query.dtype)
+    dead = _rows_without_keys(mask)
+    # PyTorch's fused kernel, when the weights are not wanted. On CPU it has no fused version
+    # with dropout (it falls back to an unfused one, measured slower than the lines below:
+    # benchmarks/bench_fused_training.py), so training with attention dropout stays here.
+    if not need_weights and dead is None and (dropout_p == 0.0 or query.device.type != "cpu"):
+        # (PyTorch's boolean masks mean "may attend")
+        fused_mask = ~mask if mask is not None and mask.dtype == torch.bool else mask
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
+                                              dropout_p=dropout_p, scale=scale), None
 
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., Q, K); scaling q is cheaper
-    # One additive bias (-inf where a boolean mask forbids) built on the mask's own, usually
-    # small, shape: adding it costs no extra pass in the backward, unlike masked_fill.
-    bias = additive
-    if keep is not None:
-        blocked = torch.zeros(keep.shape, dtype=scores.dtype, device=scores.device).masked_fill(~keep, float("-inf"))
-        bias = blocked if bias is None else bias + blocked
-    if bias is not None:
-        scores = scores + bias
+    if mask is not None:
+        scores = scores + bias_from_mask(mask, scores.dtype)
     if dead is None:
         weights = torch.softmax(scores, dim=-1)
     else:  # softmax of an all -inf row is NaN: give those rows zero weights instead
         weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, value), (weights if need_weights else None)
+
+
+def _rows_without_keys(mask: Tensor | None) -> Tensor | None:
+    """(..., Q, 1) True for the queries that may attend to no key, or None if there are none.
+
+    Read off the mask (small, e.g. (B, 1, 1, K)) rather than the (..., Q, K) scores: most
+    calls have no such row and then skip the extra passes.
+    """
+    if mask is None:
+        return None
+    blocked = mask if mask.dtype == torch.bool else torch.isneginf(mask)
+    dead = blocked.all(dim=-1, keepdim=True)
+    return dead if bool(dead.any()) else None
+
+
+def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise ValueError("query, key and value need at least 2 dimensions (..., T, E); got shapes "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must have the same last size D: query (..., Q, D) is "
+                         f"{tuple(query.shape)}, key (..., K, D) is {tuple(key.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same number of positions K: key is "
+                         f"{tuple(key.shape)}, value (..., K, Dv) is {tuple(value.shape)}")
 
 
 class DotProductAttention(nn.Module):

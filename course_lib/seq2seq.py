@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from course_lib.data import check_token_ids
 from course_lib.masking import masked_softmax
 from course_lib.scoring import AdditiveAttention
 
@@ -85,18 +86,7 @@ class Seq2SeqConfig:
 # --------------------------------------------------------------------------- checks
 
 
-def _check_tokens(tokens: Tensor, name: str) -> None:
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        dtype = tokens.dtype if isinstance(tokens, Tensor) else None
-        raise ValueError(
-            f"{name} must be a (B, {'S' if name == 'src' else 'L'}) tensor of token ids of dtype "
-            f"torch.long, got shape {shape} and dtype {dtype}; add a batch axis with x[None] "
-            "and convert with .long()"
-        )
-
-
-def _check_valid_lens(valid_lens: Tensor, batch: int, length: int) -> None:
+def _check_src_valid_lens(valid_lens: Tensor, batch: int, length: int) -> None:
     if not isinstance(valid_lens, Tensor) or valid_lens.shape != (batch,):
         shape = tuple(valid_lens.shape) if isinstance(valid_lens, Tensor) else type(valid_lens).__name__
         raise ValueError(f"src_valid_lens must have shape (B,) = ({batch},), got {shape}")
@@ -151,8 +141,8 @@ class GRUEncoder(nn.Module):
                           dropout=dropout if num_layers > 1 else 0.0)
 
     def forward(self, src: Tensor, src_valid_lens: Tensor) -> tuple[Tensor, Tensor]:
-        _check_tokens(src, "src")
-        _check_valid_lens(src_valid_lens, src.shape[0], src.shape[1])
+        check_token_ids(src, "src", "(B, S)")
+        _check_src_valid_lens(src_valid_lens, src.shape[0], src.shape[1])
         embedded = self.embedding(src)  # (B, S, E)
         # Packing runs each row only over its real tokens: the pads never touch the state.
         packed = nn.utils.rnn.pack_padded_sequence(
@@ -227,7 +217,7 @@ class GRUDecoder(nn.Module):
         return Seq2SeqState(context=enc_state[-1], hidden=enc_state)
 
     def forward(self, tokens: Tensor, state: Seq2SeqState) -> tuple[Tensor, Seq2SeqState]:
-        _check_tokens(tokens, "tgt_in")
+        check_token_ids(tokens, "tgt_in", "(B, L)")
         embedded = self.embedding(tokens)  # (B, L, E)
         context = state.context.unsqueeze(1).expand(-1, tokens.shape[1], -1)  # (B, L, h)
         outputs, hidden = self.rnn(torch.cat([embedded, context], dim=-1), state.hidden)  # (B, L, h)
@@ -291,7 +281,7 @@ class BahdanauDecoder(nn.Module):
         return torch.bmm(att.dropout(att.attention_weights), state.enc_outputs)  # (B, 1, h)
 
     def forward(self, tokens: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
-        _check_tokens(tokens, "tgt_in")
+        check_token_ids(tokens, "tgt_in", "(B, L)")
         embedded = self.embedding(tokens)  # (B, L, E)
         hidden = state.hidden
         outputs, weights = [], []
@@ -347,7 +337,7 @@ class _EncoderDecoder(nn.Module):
         Returns:
             Logits (B, L, V); position t scores the token that follows ``tgt_in[:, :t+1]``.
         """
-        _check_tokens(tgt_in, "tgt_in")
+        check_token_ids(tgt_in, "tgt_in", "(B, L)")
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"src (B, S) {tuple(src.shape)} and tgt_in (B, L) {tuple(tgt_in.shape)} "
                              "must have the same batch size B")

@@ -1,24 +1,24 @@
-"""Training: a masked loss, a small training loop with history, and checkpoints.
+"""Training: a masked loss and a small training loop with history.
 
 Shape letters: B batch, L target length, T language-model sequence length,
 V vocabulary size.
 
 The loop (:func:`fit`) is deliberately plain: for each batch, ``loss_fn(model, batch)``,
 ``backward``, clip the gradient norm, ``optimizer.step()``. It records numbers and never
-draws; call :meth:`History.plot` afterwards. (D2L redraws its figure during training,
-which costs more time than the training itself on small models.)
+draws; call :meth:`History.plot` afterwards (it draws with :mod:`course_lib.plots`).
+(D2L redraws its figure during training, which costs more time than the training itself
+on small models.) Checkpoints are in :mod:`course_lib.checkpoints`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "set_seed",
+    "eval_mode",
     "masked_cross_entropy",
     "d2l_masked_softmax_ce",
     "seq2seq_loss",
@@ -41,12 +42,10 @@ __all__ = [
     "History",
     "fit",
     "evaluate_loss",
-    "save_checkpoint",
-    "load_checkpoint",
 ]
 
 
-# --------------------------------------------------------------------------- seeding
+# --------------------------------------------------------------------------- seeding and modes
 
 
 def set_seed(seed: int, strict: bool = False) -> None:
@@ -68,6 +67,22 @@ def set_seed(seed: int, strict: bool = False) -> None:
     torch.backends.cudnn.deterministic = True
     if strict:
         torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextmanager
+def eval_mode(model: Any) -> Iterator[Any]:
+    """Put ``model`` in evaluation mode (dropout off) for the ``with`` block, then restore
+    its train/eval mode, even if the block raises. Gradients are not switched off: add
+    ``torch.no_grad()`` where none are needed. (A model without ``eval``/``train``
+    methods, e.g. a plain object implementing the decoding interface, is left alone.)"""
+    was_training = bool(getattr(model, "training", False))
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        yield model
+    finally:
+        if hasattr(model, "train"):
+            model.train(was_training)
 
 
 # --------------------------------------------------------------------------- losses
@@ -325,37 +340,10 @@ class History:
     stopped_early: str | None = None
 
     def plot(self, *, figsize: tuple[float, float] | None = None) -> Figure:
-        """Draw the losses (and the validation metric, if any); returns the Figure.
+        """Draw the losses (and the validation metric, if any): :func:`course_lib.plots.plot_history`."""
+        from course_lib.plots import plot_history
 
-        Left: loss per step (faint) and per epoch (at the step where each epoch ended),
-        with the validation loss. Right (only if a metric was recorded): the metric per
-        epoch.
-        """
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
-
-        ncols = 2 if self.val_metric else 1
-        fig, axes = plt.subplots(1, ncols, figsize=figsize or (5.0 * ncols, 3.5), squeeze=False)
-        ax = axes[0, 0]
-        if self.step_loss:
-            ax.plot(range(1, len(self.step_loss) + 1), self.step_loss, alpha=0.3, label="train (step)")
-        if self.epoch_loss:
-            ends = np.cumsum(self.epoch_steps)
-            ax.plot(ends, self.epoch_loss, "o-", label="train (epoch mean)")
-            if self.val_loss:
-                ax.plot(ends[: len(self.val_loss)], self.val_loss, "s-", label="validation")
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss")
-        ax.legend()
-        if self.val_metric:
-            ax2 = axes[0, 1]
-            ax2.plot(range(1, len(self.val_metric) + 1), self.val_metric, "o-")
-            ax2.set_xlabel("epoch")
-            ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax2.set_ylabel(self.metric_name)
-        fig.tight_layout()
-        plt.close(fig)  # the caller displays it; avoid a second copy in notebooks
-        return fig
+        return plot_history(self, figsize=figsize)
 
 
 def evaluate_loss(
@@ -379,17 +367,14 @@ def evaluate_loss(
     Returns:
         The mean loss.
     """
-    was_training = model.training
-    model.eval()
     total, weight = 0.0, 0.0
-    with torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         for batch in data:
             batch = move_to_device(batch, device)
             n = count_tokens(batch)
             w = float(n) if n is not None else 1.0
             total += float(loss_fn(model, batch)) * w
             weight += w
-    model.train(was_training)
     if weight == 0:
         raise ValueError("evaluate_loss got no batches")
     return total / weight
@@ -443,83 +428,18 @@ def fit(
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     history = History(metric_name=metric_name)
-
-    try:
-        steps_per_epoch: int | None = len(train_data)  # type: ignore[arg-type]
-    except TypeError:
-        steps_per_epoch = None
-    total = steps_per_epoch * config.epochs if steps_per_epoch is not None else None
-    if config.max_steps is not None and total is not None:
-        total = min(total, config.max_steps)
-    bar = tqdm(total=total, disable=(None if config.progress is None else not config.progress),
-               unit="step", leave=True)
-
+    bar = tqdm(total=_planned_steps(train_data, config), unit="step", leave=True,
+               disable=(None if config.progress is None else not config.progress))
     start = time.perf_counter()
-    window: list[float] = []
     try:
         for epoch in range(config.epochs):
-            model.train()
-            epoch_start = time.perf_counter()
-            loss_sum, weight_sum, tokens, epoch_steps = 0.0, 0.0, 0, 0
-            tokens_known = True
-            for batch in train_data:
-                batch = move_to_device(batch, device)
-                loss = loss_fn(model, batch)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"loss became {loss.item()} at step {history.steps + 1}; try a smaller lr "
-                        "or gradient clipping"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.clip_grad_norm:
-                    norm = nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)
-                    history.grad_norm.append(float(norm))
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-
-                value = float(loss.detach())
-                n_tok = tokens_fn(batch) if tokens_fn is not None else None
-                if n_tok is None:
-                    tokens_known = False
-                w = float(n_tok) if n_tok else 1.0
-                loss_sum += value * w
-                weight_sum += w
-                tokens += n_tok or 0
-                epoch_steps += 1
-                history.steps += 1
-                history.step_loss.append(value)
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{value:.3f}", refresh=False)
-                window.append(value)
-                if config.log_every and history.steps % config.log_every == 0:
-                    print(f"step {history.steps:6d}  epoch {epoch + 1}  loss {sum(window) / len(window):.4f}")
-                    window = []
-
-                if config.max_steps is not None and history.steps >= config.max_steps:
-                    history.stopped_early = "max_steps"
-                elif config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds:
-                    history.stopped_early = "max_seconds"
-                if history.stopped_early:
-                    break
-
-            if epoch_steps == 0:
-                raise ValueError("train_data produced no batches")
-            seconds = time.perf_counter() - epoch_start
-            history.epoch_seconds.append(seconds)
-            history.epoch_loss.append(loss_sum / weight_sum)
-            history.epoch_steps.append(epoch_steps)
-            if tokens_known and tokens > 0:
-                history.tokens_per_second.append(tokens / max(seconds, 1e-9))
+            _train_epoch(model, train_data, loss_fn, optimizer, scheduler, config, device, tokens_fn,
+                         history, bar, epoch, start)
             if val_data is not None:
                 history.val_loss.append(evaluate_loss(model, val_data, loss_fn, device))
             if val_metric is not None:
-                was_training = model.training
-                model.eval()
-                with torch.no_grad():
+                with eval_mode(model), torch.no_grad():
                     history.val_metric.append(float(val_metric(model)))
-                model.train(was_training)
             if history.stopped_early:
                 break
     finally:
@@ -528,126 +448,67 @@ def fit(
     return history
 
 
-# --------------------------------------------------------------------------- checkpoints
-
-_CHECKPOINT_FORMAT = 1
-
-
-def _rng_state() -> dict[str, Any]:
-    np_state: tuple[Any, ...] = np.random.get_state(legacy=True)  # type: ignore[assignment]
-    return {
-        "python": _to_lists(random.getstate()),
-        "numpy": [np_state[0], torch.from_numpy(np.asarray(np_state[1]).astype(np.int64)), *map(_plain, np_state[2:])],
-        "torch": torch.get_rng_state(),
-    }
-
-
-def _plain(x: Any) -> Any:
-    return x.item() if hasattr(x, "item") else x
-
-
-def _to_lists(x: Any) -> Any:
-    return [_to_lists(v) for v in x] if isinstance(x, (tuple, list)) else x
-
-
-def _to_tuples(x: Any) -> Any:
-    return tuple(_to_tuples(v) for v in x) if isinstance(x, list) else x
-
-
-def _restore_rng(state: dict[str, Any]) -> None:
-    random.setstate(_to_tuples(state["python"]))
-    name, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-
-
-def save_checkpoint(
-    path: str | os.PathLike[str],
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    config: Any | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Path:
-    """Save the model's (and optimizer's) state, the config and extra information.
-
-    The file holds only tensors and plain Python values (a dataclass config is stored as
-    a dict), so :func:`load_checkpoint` can read it with ``torch.load(weights_only=True)``,
-    which cannot run code hidden in a file. Python's, NumPy's and PyTorch's random states
-    are stored too, so training can resume exactly. The file is written to a temporary
-    name and renamed, so an interrupted save never leaves a half-written checkpoint.
-
-    Args:
-        path: the file to write (parent directories are created).
-        model: the model.
-        optimizer: optionally its optimizer.
-        config: optionally a dataclass or dict of hyperparameters.
-        extra: optionally more plain values (epoch, vocabularies as dicts, ...).
-
-    Returns:
-        The path written.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if config is not None and dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = dataclasses.asdict(config)
-    payload = {
-        "format": _CHECKPOINT_FORMAT,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "config": config,
-        "extra": extra or {},
-        "rng": _rng_state(),
-        "torch_version": str(torch.__version__),
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
-
-
-def load_checkpoint(
-    path: str | os.PathLike[str],
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    *,
-    restore_rng: bool = False,
-    map_location: str | torch.device = "cpu",
-) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` into ``model`` (and optimizer).
-
-    Args:
-        path: the checkpoint file.
-        model: a model of the same architecture; its parameters are overwritten.
-        optimizer: if given, its state is restored too (the checkpoint must contain one).
-        restore_rng: also restore the random generators' states (to resume training
-            bit for bit, e.g. with dropout or shuffling).
-        map_location: where tensors are loaded.
-
-    Returns:
-        The checkpoint dict: ``config``, ``extra``, ``torch_version`` and the raw states.
-
-    Raises:
-        FileNotFoundError: if the file does not exist.
-        ValueError: if the file is not a readable checkpoint, or the model / optimizer does
-            not match it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path} (save one with save_checkpoint first)")
+def _planned_steps(train_data: Iterable[Any], config: TrainConfig) -> int | None:
+    """Steps :func:`fit` will take, for the progress bar (None if the data has no length)."""
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # torch raises several types for truncated / foreign files
-        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated?): {err}") from err
-    if not isinstance(ckpt, dict) or "model" not in ckpt or "format" not in ckpt:
-        raise ValueError(f"{path} is not a checkpoint written by course_lib.training.save_checkpoint")
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as err:
-        raise ValueError(f"the model does not match the checkpoint {path}: {err}") from err
-    if optimizer is not None:
-        if ckpt.get("optimizer") is None:
-            raise ValueError(f"{path} has no optimizer state; save it with save_checkpoint(..., optimizer=...)")
-        optimizer.load_state_dict(ckpt["optimizer"])
-    if restore_rng and "rng" in ckpt:
-        _restore_rng(ckpt["rng"])
-    return ckpt
+        total = len(train_data) * config.epochs  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return total if config.max_steps is None else min(total, config.max_steps)
+
+
+def _train_epoch(model: nn.Module, train_data: Iterable[Any], loss_fn: Callable[[nn.Module, Any], Tensor],
+                 optimizer: torch.optim.Optimizer, scheduler: Any | None, config: TrainConfig,
+                 device: torch.device, tokens_fn: Callable[[Any], int | None] | None,
+                 history: History, bar: Any, epoch: int, start: float) -> None:
+    """One pass over ``train_data`` (or up to the step limit); appends to ``history``."""
+    model.train()
+    epoch_start = time.perf_counter()
+    loss_sum, weight_sum, tokens, epoch_steps = 0.0, 0.0, 0, 0
+    tokens_known = True
+    for batch in train_data:
+        batch = move_to_device(batch, device)
+        loss = loss_fn(model, batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became {loss.item()} at step {history.steps + 1}; try a "
+                                     "smaller lr or gradient clipping")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.clip_grad_norm:
+            history.grad_norm.append(float(nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)))
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+
+        value = float(loss.detach())
+        n_tok = tokens_fn(batch) if tokens_fn is not None else None
+        tokens_known = tokens_known and n_tok is not None
+        w = float(n_tok) if n_tok else 1.0
+        loss_sum, weight_sum, tokens = loss_sum + value * w, weight_sum + w, tokens + (n_tok or 0)
+        epoch_steps += 1
+        history.steps += 1
+        history.step_loss.append(value)
+        bar.update(1)
+        bar.set_postfix(epoch=epoch + 1, loss=f"{value:.3f}", refresh=False)
+        if config.log_every and history.steps % config.log_every == 0:
+            window = history.step_loss[-config.log_every:]
+            print(f"step {history.steps:6d}  epoch {epoch + 1}  loss {sum(window) / len(window):.4f}")
+        if config.max_steps is not None and history.steps >= config.max_steps:
+            history.stopped_early = "max_steps"
+        elif config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds:
+            history.stopped_early = "max_seconds"
+        if history.stopped_early:
+            break
+
+    if epoch_steps == 0:
+        raise ValueError("train_data produced no batches")
+    seconds = time.perf_counter() - epoch_start
+    history.epoch_seconds.append(seconds)
+    history.epoch_loss.append(loss_sum / weight_sum)
+    history.epoch_steps.append(epoch_steps)
+    if tokens_known and tokens > 0:
+        history.tokens_per_second.append(tokens / max(seconds, 1e-9))
+
+
+# Checkpoints moved to their own module; importing them from here keeps working.
+from course_lib.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402,F401

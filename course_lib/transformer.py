@@ -26,25 +26,33 @@ Unlike D2L's decoder, the decoder here applies its causal mask in evaluation too
 teacher forcing (:meth:`Transformer.forward`) and step-by-step decoding
 (:meth:`Transformer.decode_step`, with a key/value cache) give the same logits.
 
-Masks: the modules use ``nn.MultiheadAttention``'s ``key_padding_mask`` (bool, True =
-padding, ignored). :class:`Transformer` takes D2L-style source valid lengths (B,) and
-converts them with ``valid_lens_to_key_padding_mask``.
+Masks: every module and method here takes ``nn.MultiheadAttention``'s
+``key_padding_mask`` (bool, True = padding, ignored), cached decoding included.
+:class:`Transformer` takes D2L-style source valid lengths (B,) and converts them once,
+with ``valid_lens_to_key_padding_mask``.
+
+Attention weights are recorded in evaluation mode only (training takes PyTorch's fused
+kernel); :meth:`Transformer.attention_maps` returns them per layer.
+
+The module reads: config, FFN, AddNorm and the residual wiring, the blocks and stacks,
+the model; then cached decoding and the weight copy from PyTorch's layers, in sections
+at the end.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Callable, Iterable, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.data import check_token_ids
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import HeadsAttention, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
-from course_lib.scoring import scaled_dot_product_attention
 
 __all__ = [
     "TransformerConfig",
@@ -154,36 +162,23 @@ class AddNorm(nn.Module):
         return self.norm(X + self.dropout(Y))
 
 
-class _Sublayers(nn.Module):
-    """Residual wiring shared by the encoder and decoder blocks (post- or pre-norm)."""
+class _ResidualBlock(nn.Module):
+    """A block of sub-layers, each wrapped in a residual connection and a layer norm."""
 
     norm_first: bool
 
-    def _sublayer_input(self, X: Tensor, addnorm: AddNorm) -> Tensor:
-        return addnorm.norm(X) if self.norm_first else X
+    def residual(self, X: Tensor, addnorm: AddNorm, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """One sub-layer with its residual connection, in the block's norm order.
 
-    def _sublayer_output(self, X: Tensor, Y: Tensor, addnorm: AddNorm) -> Tensor:
-        return X + addnorm.dropout(Y) if self.norm_first else addnorm(X, Y)
-
-
-def _attend_projected(mha: MultiHeadAttention, query: Tensor, keys: Tensor, values: Tensor,
-                      attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-    """``mha``'s computation when the keys and values are already projected and split.
-
-    This is what a key/value cache needs: the projections of past positions are kept
-    (``keys``, ``values`` of shape (B, H, S, D)) and only the new queries are projected.
-    ``attn_mask`` is SDPA-style (True = may attend). Records ``mha.attention_weights``.
-    """
-    q = split_heads(mha.q_proj(query), mha.num_heads)  # (B, H, L, D)
-    out, weights = scaled_dot_product_attention(
-        q, keys, values, attn_mask=attn_mask, is_causal=is_causal,
-        dropout_p=mha.dropout if mha.training else 0.0)
-    assert weights is not None
-    mha.attention_weights = weights.detach()
-    return mha.out_proj(merge_heads(out))  # (B, L, E)
+        post-norm: LayerNorm(X + dropout(sublayer(X)))
+        pre-norm:  X + dropout(sublayer(LayerNorm(X)))
+        """
+        if self.norm_first:
+            return X + addnorm.dropout(sublayer(addnorm.norm(X)))
+        return addnorm.norm(X + addnorm.dropout(sublayer(X)))
 
 
-class TransformerEncoderBlock(_Sublayers):
+class TransformerEncoderBlock(_ResidualBlock):
     """Self-attention and FFN, each with residual + layer norm.
 
     Args:
@@ -210,10 +205,11 @@ class TransformerEncoderBlock(_Sublayers):
         self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        h = self._sublayer_input(X, self.addnorm1)
-        y, _ = self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm2)), self.addnorm2)
+        def self_attend(h: Tensor) -> Tensor:
+            return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False,
+                                  need_weights=self.attention.records_attention())[0]
+        X = self.residual(X, self.addnorm1, self_attend)
+        return self.residual(X, self.addnorm2, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
@@ -222,46 +218,10 @@ class TransformerEncoderBlock(_Sublayers):
         Supports ``norm_first`` both ways and the ReLU activation. The block is always
         batch-first; with a ``batch_first=False`` layer, transpose the inputs yourself.
         """
-        block = _new_block_like(cls, layer)
-        block.attention = _copy_attention(layer.self_attn)
-        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2)])
-        return block
+        return _block_from_torch(cls, layer, {"attention": layer.self_attn})
 
 
-def _new_block_like(cls: type, layer: nn.Module) -> Any:
-    """A block of class ``cls`` with the sizes of a PyTorch layer, on its device and dtype."""
-    activation = getattr(layer, "activation", None)
-    if activation is not F.relu and not isinstance(activation, nn.ReLU):
-        raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
-    linear1 = cast(nn.Linear, layer.linear1)
-    block = cls(linear1.in_features, cast(nn.MultiheadAttention, layer.self_attn).num_heads,
-                linear1.out_features, dropout=cast(nn.Dropout, layer.dropout).p,
-                norm_first=layer.norm_first, layer_norm_eps=cast(nn.LayerNorm, layer.norm1).eps,
-                bias=linear1.bias is not None)
-    # Convert before copying, so that float64 weights are not rounded through float32.
-    return block.to(device=linear1.weight.device, dtype=linear1.weight.dtype)
-
-
-def _copy_attention(module: nn.MultiheadAttention) -> MultiHeadAttention:
-    attention = MultiHeadAttention.from_torch(module)
-    attention.batch_first = True
-    return attention
-
-
-def _copy_ffn_and_norms(block: nn.Module, layer: nn.Module, addnorms: list[tuple[AddNorm, nn.Module]]) -> None:
-    ffn = cast(PositionWiseFFN, block.ffn)
-    pairs: list[tuple[nn.Module, nn.Module]] = [(ffn.dense1, cast(nn.Module, layer.linear1)),
-                                                (ffn.dense2, cast(nn.Module, layer.linear2))]
-    pairs += [(addnorm.norm, norm) for addnorm, norm in addnorms]
-    with torch.no_grad():
-        for ours, theirs in pairs:
-            cast(Tensor, ours.weight).copy_(cast(Tensor, theirs.weight))
-            if theirs.bias is not None:
-                cast(Tensor, ours.bias).copy_(cast(Tensor, theirs.bias))
-    block.train(layer.training)
-
-
-class TransformerDecoderBlock(_Sublayers):
+class TransformerDecoderBlock(_ResidualBlock):
     """Causal self-attention, cross-attention to the encoder output, then FFN.
 
     In cross-attention the queries come from the decoder (the output of the first
@@ -291,14 +251,17 @@ class TransformerDecoderBlock(_Sublayers):
 
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: all L target positions at once, each seeing only its past."""
-        h = self._sublayer_input(X, self.addnorm1)
-        y, _ = self.self_attention(h, h, h, is_causal=True, average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        h = self._sublayer_input(X, self.addnorm2)
-        y, _ = self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                    average_attn_weights=False)
-        X = self._sublayer_output(X, y, self.addnorm2)
-        return self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
+        def self_attend(h: Tensor) -> Tensor:
+            return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False,
+                                       need_weights=self.self_attention.records_attention())[0]
+
+        def cross_attend(h: Tensor) -> Tensor:
+            return self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                        average_attn_weights=False,
+                                        need_weights=self.cross_attention.records_attention())[0]
+        X = self.residual(X, self.addnorm1, self_attend)
+        X = self.residual(X, self.addnorm2, cross_attend)
+        return self.residual(X, self.addnorm3, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "TransformerDecoderBlock":
@@ -308,20 +271,17 @@ class TransformerDecoderBlock(_Sublayers):
         applies the causal mask; give the PyTorch layer ``tgt_mask`` (and
         ``tgt_is_causal=True``) to compare them.
         """
-        block = _new_block_like(cls, layer)
-        block.self_attention = _copy_attention(layer.self_attn)
-        block.cross_attention = _copy_attention(layer.multihead_attn)
-        _copy_ffn_and_norms(block, layer, [(block.addnorm1, layer.norm1), (block.addnorm2, layer.norm2),
-                                           (block.addnorm3, layer.norm3)])
-        return block
+        return _block_from_torch(cls, layer, {"self_attention": layer.self_attn,
+                                              "cross_attention": layer.multihead_attn})
+
+    # -- cached decoding (see the section at the end of the module)
 
     def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
-        k = split_heads(self.cross_attention.k_proj(memory), self.num_heads)  # (B, H, S, D)
-        v = split_heads(self.cross_attention.v_proj(memory), self.num_heads)  # (B, H, S, D)
-        return k, v
+        return self.cross_attention.project_key_value(memory, memory)
 
-    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor],
+    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor], *,
+             memory_key_padding_mask: Tensor | None = None,
              memory_keep: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Process new target positions given the cached keys/values of the earlier ones.
 
@@ -330,24 +290,35 @@ class TransformerDecoderBlock(_Sublayers):
             past: self-attention keys and values of the t earlier positions, (B, H, t, D)
                 each (t may be 0).
             cross: :meth:`cross_keys_values` of the encoder output.
-            memory_keep: (B, 1, 1, S) bool, True at real source positions (SDPA-style).
+            memory_key_padding_mask: (B, S) bool, True = padding, as in :meth:`forward`.
+            memory_keep: the old, deprecated spelling: (B, 1, 1, S) bool, True at real
+                source positions. Use ``memory_key_padding_mask``.
 
         Returns:
             ``(output (B, L_new, E), (keys, values))`` with keys and values now covering
             t + L_new positions.
         """
-        sa = self.self_attention
-        h = self._sublayer_input(X, self.addnorm1)
-        keys = torch.cat([past[0], split_heads(sa.k_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-        values = torch.cat([past[1], split_heads(sa.v_proj(h), self.num_heads)], dim=2)  # (B, H, t+L_new, D)
-        # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
-        y = _attend_projected(sa, h, keys, values, is_causal=True)
-        X = self._sublayer_output(X, y, self.addnorm1)
-        h = self._sublayer_input(X, self.addnorm2)
-        y = _attend_projected(self.cross_attention, h, cross[0], cross[1], attn_mask=memory_keep)
-        X = self._sublayer_output(X, y, self.addnorm2)
-        X = self._sublayer_output(X, self.ffn(self._sublayer_input(X, self.addnorm3)), self.addnorm3)
-        return X, (keys, values)
+        if memory_keep is not None:  # old name, opposite convention: convert it here, once
+            memory_key_padding_mask = ~memory_keep.reshape(memory_keep.shape[0], -1)
+        padding = None if memory_key_padding_mask is None else memory_key_padding_mask[:, None, None, :]
+        cached: list[Tensor] = []
+
+        def self_attend(h: Tensor) -> Tensor:
+            sa = self.self_attention
+            k, v = sa.project_key_value(h, h)  # (B, H, L_new, D) each
+            cached[:] = [torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)]  # (B, H, t+L_new, D)
+            # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
+            return sa.attend(sa.project_query(h), cached[0], cached[1], is_causal=True,
+                             need_weights=sa.records_attention())[0]
+
+        def cross_attend(h: Tensor) -> Tensor:
+            ca = self.cross_attention
+            return ca.attend(ca.project_query(h), cross[0], cross[1], padding,
+                             need_weights=ca.records_attention())[0]  # (B, L_new, E)
+        X = self.residual(X, self.addnorm1, self_attend)
+        X = self.residual(X, self.addnorm2, cross_attend)
+        X = self.residual(X, self.addnorm3, self.ffn)
+        return X, (cached[0], cached[1])
 
 
 def _block_args(config: TransformerConfig) -> dict:
@@ -382,9 +353,11 @@ class TransformerEncoder(nn.Module):
         """The blocks, typed."""
         return [cast(TransformerEncoderBlock, block) for block in self.blocks]
 
-    def attention_weights(self) -> list[Tensor | None]:
-        """Self-attention weights of the last forward pass, (B, H, S, S) per layer."""
-        return [block.attention.attention_weights for block in self.layers()]
+    def attention_maps(self) -> list[Tensor]:
+        """Self-attention weights (B, H, S, S) of the last pass, per layer that recorded them."""
+        return _recorded(block.attention for block in self.layers())
+
+    attention_weights = attention_maps  # the old name, kept as an alias
 
 
 class TransformerDecoder(nn.Module):
@@ -410,43 +383,23 @@ class TransformerDecoder(nn.Module):
         """The blocks, typed."""
         return [cast(TransformerDecoderBlock, block) for block in self.blocks]
 
-    def self_attention_weights(self) -> list[Tensor | None]:
-        """Causal self-attention weights of the last pass, (B, H, L, L) per layer."""
-        return [block.self_attention.attention_weights for block in self.layers()]
+    def attention_maps(self) -> dict[str, list[Tensor]]:
+        """``{"decoder_self": [(B, H, L, L)], "cross": [(B, H, L, S)]}``: the weights of the
+        last pass, per layer that recorded them."""
+        return {"decoder_self": _recorded(block.self_attention for block in self.layers()),
+                "cross": _recorded(block.cross_attention for block in self.layers())}
 
-    def cross_attention_weights(self) -> list[Tensor | None]:
-        """Cross-attention weights of the last pass, (B, H, L, S) per layer."""
-        return [block.cross_attention.attention_weights for block in self.layers()]
+    def self_attention_weights(self) -> list[Tensor]:
+        """``attention_maps()["decoder_self"]``."""
+        return self.attention_maps()["decoder_self"]
+
+    def cross_attention_weights(self) -> list[Tensor]:
+        """``attention_maps()["cross"]``."""
+        return self.attention_maps()["cross"]
 
 
-@dataclass
-class TransformerState:
-    """What :meth:`Transformer.decode_step` carries from one step to the next.
-
-    Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
-    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
-    projected once, and the self-attention keys/values of the t target tokens seen so far.
-
-    Shape:
-        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
-        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
-    """
-
-    memory: Tensor
-    src_key_padding_mask: Tensor
-    cross_keys: list[Tensor]
-    cross_values: list[Tensor]
-    self_keys: list[Tensor]
-    self_values: list[Tensor]
-    steps: int = 0
-
-    def index_select(self, index: Tensor) -> "TransformerState":
-        """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
-        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
-        return TransformerState(self.memory.index_select(0, index),
-                                self.src_key_padding_mask.index_select(0, index),
-                                pick(self.cross_keys), pick(self.cross_values),
-                                pick(self.self_keys), pick(self.self_values), self.steps)
+def _recorded(modules: Iterable[HeadsAttention]) -> list[Tensor]:
+    return [m.attention_weights for m in modules if m.attention_weights is not None]
 
 
 class Transformer(nn.Module):
@@ -487,10 +440,8 @@ class Transformer(nn.Module):
         self.last_attention_weights: list[Tensor] | None = None
 
     # ------------------------------------------------------------------ checks
-    def _check_tokens(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
-        if tokens.dim() != 2 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
-            raise ValueError(f"{name} must be an integer tensor of shape (B, {letter}), got "
-                             f"{tokens.dtype} of shape {tuple(tokens.shape)}")
+    def _check_token_ids(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
+        check_token_ids(tokens, name, f"(B, {letter})")
         if offset + tokens.shape[1] > self.config.max_len:
             raise ValueError(f"{name} reaches position {offset + tokens.shape[1]} but max_len="
                              f"{self.config.max_len}; truncate it or build the model with a larger "
@@ -502,7 +453,7 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------------ teacher forcing
     def encode_memory(self, src: Tensor, src_valid_lens: Tensor | None) -> tuple[Tensor, Tensor]:
         """Encoder output (B, S, E) and the source key_padding_mask (B, S) (True = padding)."""
-        self._check_tokens(src, "src", "S")
+        self._check_token_ids(src, "src", "S")
         batch, src_len = src.shape
         if src_valid_lens is None:
             src_valid_lens = torch.full((batch,), src_len, dtype=torch.long, device=src.device)
@@ -524,7 +475,7 @@ class Transformer(nn.Module):
             Logits (B, L, V); position i depends on ``tgt_in[:, :i+1]`` only.
         """
         memory, padding = self.encode_memory(src, src_valid_lens)
-        self._check_tokens(tgt_in, "tgt_in", "L")
+        self._check_token_ids(tgt_in, "tgt_in", "L")
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"src (B, S) and tgt_in (B, L) must share B, got {tuple(src.shape)} "
                              f"and {tuple(tgt_in.shape)}")
@@ -561,17 +512,17 @@ class Transformer(nn.Module):
             raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
                              f"got {tuple(prev_tokens.shape)}")
         tokens = prev_tokens[:, None]  # (B, 1)
-        self._check_tokens(tokens, "the decoded target", "1", offset=state.steps)
+        self._check_token_ids(tokens, "the decoded target", "1", offset=state.steps)
         X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
-        keep = ~state.src_key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
         new_keys, new_values = [], []
         for i, block in enumerate(self.decoder.layers()):
             X, (k, v) = block.step(X, (state.self_keys[i], state.self_values[i]),
-                                   (state.cross_keys[i], state.cross_values[i]), keep)
+                                   (state.cross_keys[i], state.cross_values[i]),
+                                   memory_key_padding_mask=state.src_key_padding_mask)
             new_keys.append(k)
             new_values.append(v)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
-        self.last_attention_weights = [w for w in self.decoder.cross_attention_weights() if w is not None]
+        self.last_attention_weights = self.decoder.cross_attention_weights()
         new_state = TransformerState(state.memory, state.src_key_padding_mask, state.cross_keys,
                                      state.cross_values, new_keys, new_values, state.steps + 1)
         return logits, new_state
@@ -580,17 +531,86 @@ class Transformer(nn.Module):
         """Row ``i`` of the new state is row ``index[i]`` of ``state`` (beam search)."""
         return state.index_select(index.to(state.memory.device))
 
-    # ------------------------------------------------------------------ plotting
+    # ------------------------------------------------------------------ attention maps
     def attention_maps(self) -> dict[str, list[Tensor]]:
         """Attention weights of the last pass, per layer, each (B, H, queries, keys).
+
+        Recorded in evaluation mode (training takes the fused kernel, which does not form
+        them); :meth:`set_record_attention` changes that.
 
         Returns:
             ``{"encoder_self": [(B, H, S, S)], "decoder_self": [(B, H, L, L)],
             "cross": [(B, H, L, S)]}``, one entry per layer (after :meth:`decode_step`
             the decoder maps cover the last step only: L = 1).
         """
-        def present(ws: list[Tensor | None]) -> list[Tensor]:
-            return [w for w in ws if w is not None]
-        return {"encoder_self": present(self.encoder.attention_weights()),
-                "decoder_self": present(self.decoder.self_attention_weights()),
-                "cross": present(self.decoder.cross_attention_weights())}
+        return {"encoder_self": self.encoder.attention_maps(), **self.decoder.attention_maps()}
+
+    def set_record_attention(self, flag: bool | None = True) -> None:
+        """Record the attention weights always (True), never (False) or in evaluation mode
+        only (None, the default)."""
+        set_record_attention(self, flag)
+
+
+# --------------------------------------------------------------------------- cached decoding
+
+
+@dataclass
+class TransformerState:
+    """What :meth:`Transformer.decode_step` carries from one step to the next.
+
+    Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
+    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
+    projected once, and the self-attention keys/values of the t target tokens seen so far.
+
+    Shape:
+        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
+        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
+    """
+
+    memory: Tensor
+    src_key_padding_mask: Tensor
+    cross_keys: list[Tensor]
+    cross_values: list[Tensor]
+    self_keys: list[Tensor]
+    self_values: list[Tensor]
+    steps: int = 0
+
+    def index_select(self, index: Tensor) -> "TransformerState":
+        """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
+        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
+        return TransformerState(self.memory.index_select(0, index),
+                                self.src_key_padding_mask.index_select(0, index),
+                                pick(self.cross_keys), pick(self.cross_values),
+                                pick(self.self_keys), pick(self.self_values), self.steps)
+
+
+# --------------------------------------------------------------------------- interop with PyTorch
+
+
+def _block_from_torch(cls: type, layer: nn.Module, attentions: dict[str, nn.Module]) -> Any:
+    """A block of class ``cls`` with the sizes and weights of a PyTorch layer, on its device
+    and dtype; ``attentions`` maps our attention attribute to the layer's module."""
+    activation = getattr(layer, "activation", None)
+    if activation is not F.relu and not isinstance(activation, nn.ReLU):
+        raise ValueError(f"only activation='relu' is supported (the paper's FFN), got {activation}")
+    linear1 = cast(nn.Linear, layer.linear1)
+    block = cls(linear1.in_features, cast(nn.MultiheadAttention, layer.self_attn).num_heads,
+                linear1.out_features, dropout=cast(nn.Dropout, layer.dropout).p,
+                norm_first=layer.norm_first, layer_norm_eps=cast(nn.LayerNorm, layer.norm1).eps,
+                bias=linear1.bias is not None)
+    # Convert before copying, so that float64 weights are not rounded through float32.
+    block = block.to(device=linear1.weight.device, dtype=linear1.weight.dtype)
+    for name, module in attentions.items():
+        attention = MultiHeadAttention.from_torch(cast(nn.MultiheadAttention, module))
+        attention.batch_first = True
+        setattr(block, name, attention)
+    pairs: list[tuple[nn.Module, nn.Module]] = [(block.ffn.dense1, cast(nn.Module, layer.linear1)),
+                                                (block.ffn.dense2, cast(nn.Module, layer.linear2))]
+    for k in range(1, len(attentions) + 2):  # addnorm1 <- norm1, addnorm2 <- norm2, ...
+        pairs.append((getattr(block, f"addnorm{k}").norm, getattr(layer, f"norm{k}")))
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            cast(Tensor, ours.weight).copy_(cast(Tensor, theirs.weight))
+            if theirs.bias is not None:
+                cast(Tensor, ours.bias).copy_(cast(Tensor, theirs.bias))
+    return block.train(layer.training)

@@ -30,8 +30,12 @@ def _cells(path: Path) -> list[dict]:
 
 def test_lessons_are_numbered_in_teaching_order() -> None:
     names = [p.stem for p in NOTEBOOKS]
-    assert names == [n for n in LESSONS if n in names], f"unexpected lesson files or order: {names}"
-    assert len(set(n[:2] for n in names)) == len(names), "two notebooks share a lesson number"
+    # NOTEBOOKS is sorted by file name, so comparing orders would always pass; what can go
+    # wrong is the numbering: every lesson of LESSONS present, numbered 01, 02, ... in that
+    # order, and no lesson file that LESSONS does not know.
+    assert sorted(names) == sorted(LESSONS), f"lesson files {names} differ from LESSONS {LESSONS}"
+    assert [int(n[:2]) for n in LESSONS] == list(range(1, len(LESSONS) + 1)), \
+        f"LESSONS must be numbered 01, 02, ... in teaching order: {LESSONS}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

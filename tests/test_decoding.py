@@ -141,6 +141,27 @@ def _exhaustive(model: PrefixModel, src_row: list[int], max_len: int, alpha: flo
 def test_protocol_is_satisfied() -> None:
     assert isinstance(TinyGRUSeq2Seq(), Seq2SeqModel)
     assert isinstance(PrefixModel(), StepDecoder) and not isinstance(PrefixModel(), Seq2SeqModel)
+    # isinstance only checks that the names exist: check that the course's models also keep
+    # the contract's behaviour (shapes, and reorder_state picking rows).
+    from course_lib.seq2seq import AttentionSeq2Seq, Seq2Seq, Seq2SeqConfig
+    from course_lib.transformer import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    gru = Seq2SeqConfig(10, 10, embed_size=8, num_hiddens=16, num_layers=1, dropout=0.0)
+    models = [TinyGRUSeq2Seq(), Seq2Seq(gru), AttentionSeq2Seq(gru),
+              Transformer(TransformerConfig(10, 10, d_model=8, num_heads=2, d_ff=16, num_layers=1, dropout=0.0))]
+    src, valid = _src([[4, 5, 6, 2], [7, 2]])
+    for model in models:
+        assert isinstance(model, Seq2SeqModel), type(model).__name__
+        model.eval()
+        with torch.no_grad():
+            state = model.encode(src, valid)
+            logits, state = model.decode_step(torch.full((2,), BOS), state)
+            assert logits.dim() == 2 and logits.shape[0] == 2  # (B, V)
+            swapped = model.reorder_state(state, torch.tensor([1, 0]))
+            nxt, _ = model.decode_step(torch.tensor([5, 6]), state)
+            nxt_swapped, _ = model.decode_step(torch.tensor([6, 5]), swapped)
+            torch.testing.assert_close(nxt_swapped, nxt.flip(0))
 
 
 def test_greedy_matches_teacher_forced_argmax_and_batching() -> None:

@@ -84,6 +84,13 @@ def test_future_tokens_change_no_earlier_logits(train: bool) -> None:
     model(idx)
     for w in model.attention_maps():
         assert w.shape == (2, 4, 8, 8) and torch.all(w.triu(diagonal=1) == 0)
+    model.generate(idx[:, :2], 3)  # generation never records, and leaves the setting as it was
+    assert model.attention_maps() == []  # the maps belong to the last pass, which recorded none
+    assert all(block.attn.record_attention is True for block in model.layers())
+    model.set_record_attention(None)  # the default: evaluation mode only
+    model.train()
+    model(idx)
+    assert model.attention_maps() == []
 
 
 def test_cache_equals_full_forward() -> None:

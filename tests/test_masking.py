@@ -9,6 +9,7 @@ from course_lib.masking import (
     causal_mask,
     key_padding_mask_to_valid_lens,
     masked_softmax,
+    merge_masks,
     valid_lens_to_key_padding_mask,
     valid_lens_to_mask,
 )
@@ -89,8 +90,8 @@ def test_causal_mask_square_and_rectangular():
 
 # ---------------------------------------------------------------- masked softmax
 
-def test_seed_001_example():
-    # the (2, 2, 4) example of seed 001: zeros beyond each valid length, rows summing to one
+def test_small_example_zeros_beyond_each_valid_length():
+    # a (2, 2, 4) example: zeros beyond each valid length, rows summing to one
     scores = torch.rand(2, 2, 4, generator=torch.Generator().manual_seed(1))
     for valid_lens in (torch.tensor([2, 3]), torch.tensor([[1, 3], [2, 4]])):
         weights = masked_softmax(scores, valid_lens)
@@ -164,3 +165,17 @@ def test_gradcheck():
 def test_masked_softmax_errors(scores, valid_lens, message):
     with pytest.raises(ValueError, match=message):
         masked_softmax(scores, valid_lens)
+
+
+def test_merge_masks_unites_boolean_and_adds_float_masks():
+    padding = torch.tensor([[False, False, True], [False, True, True]])[:, None, None, :]  # (B, 1, 1, K)
+    future = ~causal_mask(2, 3)  # (Q, K), True = masked out
+    assert merge_masks(None, None, dtype=torch.float64) is None
+    merged = merge_masks(padding, None, future, dtype=torch.float64)
+    assert merged is not None and merged.dtype == torch.bool and merged.shape == (2, 1, 2, 3)
+    assert torch.equal(merged, padding | future)
+    bias = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    mixed = merge_masks(bias, padding, bias, dtype=torch.float64)
+    assert mixed is not None and mixed.dtype == torch.float64
+    torch.testing.assert_close(mixed, (2 * bias).expand(2, 1, 1, 3).masked_fill(padding, float("-inf")),
+                               rtol=0, atol=0)

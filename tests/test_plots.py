@@ -235,3 +235,12 @@ def test_plot_curves():
         plot_curves({})
     with pytest.raises(ValueError, match="empty"):
         plot_curves({"loss": []})
+
+
+def test_lazy_plot_names_are_exactly_the_plots_module_exports():
+    import course_lib
+    from course_lib import plots
+
+    assert sorted(course_lib._LAZY_PLOTS) == sorted(plots.__all__)
+    for name in plots.__all__:
+        assert getattr(course_lib, name) is getattr(plots, name)

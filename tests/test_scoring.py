@@ -241,7 +241,7 @@ def test_additive_attention_gradcheck_and_errors():
         att(torch.randn(2, 3), torch.randn(2, 4, 2), torch.randn(2, 4, 2))
 
 
-def test_seed_001_additive_example():
+def test_additive_attention_is_uniform_over_equal_valid_keys():
     # queries of size 20, ten keys of size 2 that are all equal, valid lengths [2, 6]:
     # equal keys give equal scores, so the weights are exactly uniform over the valid keys
     torch.manual_seed(0)
@@ -258,8 +258,8 @@ def test_seed_001_additive_example():
     torch.testing.assert_close(out[:, 0], torch.stack([values[0, :2].mean(0), values[1, :6].mean(0)]))
 
 
-def test_seed_004_worked_example():
-    # the corrected numbers of SYLLABUS.md (the seed's K, QK^T and scale are wrong)
+def test_scaled_dot_product_worked_example():
+    # a worked example by hand: X (2, 3), W_Q and W_K (3, 2), checked number by number
     X = torch.tensor([[1.0, 0, 1], [0, 1, 1]], dtype=F64)
     W_Q = torch.tensor([[1.0, 0], [0, 1], [1, 0]], dtype=F64)
     W_K = torch.tensor([[0.0, 1], [1, 0], [0, 1]], dtype=F64)

@@ -280,3 +280,10 @@ def test_overfits_a_tiny_copy_task_and_decodes_greedily(cls):
                        beam_size=3, max_len=8)
     assert len(hyps) == 3 and hyps[0][1] >= hyps[-1][1]
     assert tgt_vocab.decode(hyps[0][0]) == list(pairs[0][1])
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_int32_token_ids_work_as_in_the_transformer(cls):
+    model = _model(cls)
+    src, lens, tgt = _batch()
+    torch.testing.assert_close(model(src.int(), lens, tgt.int()), model(src, lens, tgt), rtol=0, atol=0)

@@ -16,6 +16,7 @@ from course_lib.training import (
     History,
     TrainConfig,
     count_tokens,
+    eval_mode,
     d2l_masked_softmax_ce,
     evaluate_loss,
     fit,
@@ -366,3 +367,25 @@ def test_checkpoint_errors(tmp_path) -> None:
         load_checkpoint(good, TinyLM(vocab=9))
     with pytest.raises(ValueError, match="no optimizer state"):
         load_checkpoint(good, model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_restores_the_mode_even_after_an_error(training: bool) -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5)).train(training)
+    with eval_mode(model) as inside:
+        assert inside is model and not model.training and not model[1].training
+    assert model.training is training and model[1].training is training
+    with pytest.raises(RuntimeError, match="boom"):
+        with eval_mode(model):
+            raise RuntimeError("boom")
+    assert model.training is training and model[1].training is training
+
+
+def test_evaluate_loss_restores_train_mode_when_the_loss_raises() -> None:
+    model = nn.Linear(2, 2).train()
+
+    def failing_loss(m: nn.Module, batch: Tensor) -> Tensor:
+        raise ValueError("bad batch")
+    with pytest.raises(ValueError, match="bad batch"):
+        evaluate_loss(model, [torch.zeros(1, 2)], failing_loss)
+    assert model.training

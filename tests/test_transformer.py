@@ -132,7 +132,7 @@ def test_from_torch_rejects_gelu() -> None:
 
 
 def test_shapes_and_attention_maps() -> None:
-    model = make_model()
+    model = make_model().eval()  # the maps are recorded in evaluation mode
     src, valid, tgt = make_batch()
     logits = model(src, valid, tgt)
     assert logits.shape == (3, 6, TGT_V)
@@ -147,8 +147,27 @@ def test_shapes_and_attention_maps() -> None:
         assert torch.all(w.masked_select(torch.ones(6, 6, dtype=torch.bool).tril()) > 0)
 
 
+def test_attention_weights_are_recorded_in_eval_only_unless_asked() -> None:
+    model = make_model()  # training mode: the fused kernel, no weights formed
+    src, valid, tgt = make_batch()
+    model(src, valid, tgt)
+    assert model.attention_maps() == {"encoder_self": [], "decoder_self": [], "cross": []}
+    model.set_record_attention(True)  # always, training included
+    trained = model(src, valid, tgt)
+    assert [len(ws) for ws in model.attention_maps().values()] == [2, 2, 2]
+    model.set_record_attention(False)  # never, evaluation included
+    model.eval()
+    evaluated = model(src, valid, tgt)
+    assert all(ws == [] for ws in model.attention_maps().values())
+    torch.testing.assert_close(trained, evaluated)  # dropout 0: recording changes no output
+    model.set_record_attention(None)  # back to the default: evaluation mode only
+    model(src, valid, tgt)
+    assert [len(ws) for ws in model.attention_maps().values()] == [2, 2, 2]
+    assert model.encoder.attention_weights() == model.encoder.attention_maps()  # old name, an alias
+
+
 def test_attention_is_zero_on_padded_source() -> None:
-    model = make_model()
+    model = make_model().eval()
     src, valid, tgt = make_batch()
     model(src, valid, tgt)
     maps = model.attention_maps()
