@@ -312,16 +312,12 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         return result
     try:
         learner = _load_submission(submission, student if student is not None else Path(submission).stem)
-    except SubmissionRefused as exc:
-        result.status = "refused"
+    except (SubmissionRefused, NotebookError) as exc:
+        refused = isinstance(exc, SubmissionRefused)
+        result.status = "refused" if refused else "invalid notebook"
         result.notes.append(str(exc))
-        result.tests = _fail_all(source, column_prefix, f"your submission was refused: {exc}")
-        _bound_notebook(result)
-        return result
-    except NotebookError as exc:
-        result.status = "invalid notebook"
-        result.notes.append(str(exc))
-        result.tests = _fail_all(source, column_prefix, f"your notebook could not be read: {exc}")
+        why = "your submission was refused" if refused else "your notebook could not be read"
+        result.tests = _fail_all(source, column_prefix, f"{why}: {exc}")
         _bound_notebook(result)
         return result
     plan = plan_submission(source, learner)
