@@ -17,7 +17,7 @@ instructor and three learners, and drives Debian's Chromium through Playwright:
   learner's files.
 
 Screenshots of the key screens and the learner-wait timings go to
-``test-artifacts/e2e_hub/`` (gitignored). Needs root (it creates Unix users) and the system
+a temporary folder the test prints (or ``$COURSE_E2E_ARTIFACTS``). System tier: needs root (it creates Unix users) and the system
 pieces of ``scripts/setup_system.sh``; everything the test starts is stopped by PID, and
 the users, groups and folders it created are removed.
 """
@@ -46,10 +46,11 @@ from typing import Callable, Iterator
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.system, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts" / "e2e_hub"
+# Screenshots, hub log and timings: a fresh temporary folder (printed), or COURSE_E2E_ARTIFACTS.
+ARTIFACTS = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-e2e-artifacts-"))
 PREFIX = Path(os.environ.get("COURSE_PREFIX", "/opt/attention-course"))
 VENV_BIN = PREFIX / "venv" / "bin"
 CHROMIUM = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")
@@ -71,11 +72,6 @@ SERVER_START = 180
 LESSON_RUN = 300
 VALIDATE = 240
 SHORT = 60
-
-
-if os.geteuid() != 0:  # pragma: no cover - depends on the machine
-    pytest.skip("the e2e hub test creates Unix users and starts JupyterHub as root: run it as root "
-                "(CI does) after `sudo bash scripts/setup_system.sh`", allow_module_level=True)
 
 
 def _run(cmd: list[str], *, timeout: float = 600, user: str | None = None, cwd: Path | None = None,
@@ -218,6 +214,7 @@ def hub() -> Iterator[Hub]:
             f"{tool} is missing: run `sudo bash scripts/setup_system.sh` (installs chromium, nodejs, "
             "configurable-http-proxy, ...)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"\ne2e screenshots, hub log and timings: {ARTIFACTS}")
     for old in ARTIFACTS.glob("*.png"):
         old.unlink()
     _remove_users()

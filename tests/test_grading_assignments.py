@@ -22,6 +22,8 @@ from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
 from course_grader.testing import load_mistakes, variant, write_notebook
 
+pytestmark = [pytest.mark.sandbox]
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)
 MISTAKES = [(a, m) for a in ASSIGNMENTS for m in load_mistakes(ROOT / "solutions" / a)]

@@ -33,6 +33,8 @@ import pytest
 from course_grader.sandbox import isolation_status
 from course_grader.testing import load_mistakes, variant, write_notebook
 
+pytestmark = [pytest.mark.sandbox]
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 FULL = 15.0
@@ -379,7 +381,9 @@ def _run_class(mode: str) -> dict:
     return data
 
 
-@pytest.fixture(scope="module", params=["grader-user", "user", "root-dropped"])
+# As root, "user" creates an ordinary Unix account: the system tier (tests/_tiers.py).
+@pytest.fixture(scope="module", params=["grader-user", pytest.param("user", marks=pytest.mark.system if os.geteuid() == 0 else ()),
+                                       "root-dropped"])
 def graded(request):
     data = _run_class({"grader-user": "self"}.get(request.param, request.param))
     yield data

@@ -22,6 +22,8 @@ from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
 from course_grader.testing import load_mistakes, variant, write_notebook
 
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)
 SEEDS = range(50)

@@ -17,6 +17,8 @@ from course_grader.runner import SubmissionRefused, read_submission
 from course_grader.sandbox import (BWRAP_ENV, IsolationUnavailable, Sandbox, SandboxConfig, descendants,
                                         isolation_status, require_isolation)
 
+pytestmark = [pytest.mark.sandbox]
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 

@@ -23,6 +23,8 @@ from course_grader import cli
 from course_grader.sandbox import descendants
 from course_grader.testing import load_mistakes, variant, write_notebook
 
+pytestmark = [pytest.mark.sandbox]
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 STUB = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"

@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 NAME = "lesson03_scoring"
 COURSE_ID = "attention-course"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 
 def _env(home: Path) -> dict[str, str]:

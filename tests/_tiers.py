@@ -1,0 +1,87 @@
+"""Test tiers: what a test needs from the machine and what it costs (README "Tests").
+
+Markers (declared in pyproject.toml):
+
+* ``notebooks`` - the lessons re-run by nbval (added to every notebook cell automatically);
+* ``sandbox``   - runs learner code in the grader's bubblewrap sandbox (needs bubblewrap and
+                  user namespaces);
+* ``system``    - changes the machine: creates Unix users or groups, installs outside the
+                  checkout and the temporary directory, or starts system services.  Runs only
+                  when asked: ``-m system`` or ``COURSE_TEST_SYSTEM=1`` (``.ci/run`` asks);
+* ``e2e``       - a real browser against a real JupyterHub (needs root, chromium, nodejs and
+                  configurable-http-proxy); always also ``system``;
+* ``slow``      - takes more than a few seconds;
+* ``fast``      - added automatically to every test with none of the markers above: the tier
+                  a developer runs after each change (``python -m pytest -m fast``).
+
+A test whose machine piece is missing is skipped with a reason that names the piece and the
+command that installs it - except under ``CI=true``, where a missing piece fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+from functools import lru_cache
+
+TIERS = ("fast", "notebooks", "sandbox", "slow", "system", "e2e")
+SETUP_CMD = "bash scripts/setup.sh"
+SYSTEM_ENV = "COURSE_TEST_SYSTEM"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def system_asked(markexpr: str) -> bool:
+    """Was the system tier asked for (COURSE_TEST_SYSTEM=1, or ``-m`` naming ``system``
+    other than as ``not system``)?"""
+    if os.environ.get(SYSTEM_ENV, "").lower() in ("1", "true", "yes"):
+        return True
+    words = markexpr.replace("(", " ").replace(")", " ").split()
+    return any(w in ("system", "e2e") and (i == 0 or words[i - 1] != "not") for i, w in enumerate(words))
+
+
+def _install_hint(debian_pkgs: str) -> str:
+    if sys.platform == "darwin":
+        return "not available on macOS: use a Linux machine (or a Linux VM) for this tier"
+    how = f"`sudo apt-get install {debian_pkgs}`"
+    return f"install it with `sudo {SETUP_CMD}` or {how} (Fedora: `sudo dnf install {debian_pkgs}`)"
+
+
+@lru_cache(maxsize=None)
+def missing_sandbox() -> str | None:
+    """None if the grader's sandbox works here, else what is missing and how to get it."""
+    if not sys.platform.startswith("linux"):
+        return (f"the grader's sandbox (bubblewrap) needs Linux; this is {platform.system()}: "
+                "lessons, exercises and `course-grade --check` work here, grading a class does not")
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed: " + _install_hint("bubblewrap")
+    from course_grader.sandbox import isolation_status
+
+    ok, why = isolation_status()
+    return None if ok else f"bubblewrap cannot start a sandbox here: {why}"
+
+
+@lru_cache(maxsize=None)
+def missing_browser_pieces() -> str | None:
+    """None if the class-hub browser test can run, else what is missing."""
+    if not sys.platform.startswith("linux"):
+        return f"the class hub test needs Linux (PAM users, bubblewrap); this is {platform.system()}"
+    if os.geteuid() != 0:
+        return ("the class hub test creates Unix users and starts JupyterHub as root: run the system tier as "
+                "root (`sudo env COURSE_TEST_SYSTEM=1 .venv/bin/python -m pytest -m e2e`)")
+    gone = []
+    chromium = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")
+    if not os.path.exists(chromium):
+        gone.append(f"chromium ({chromium})")
+    if shutil.which("node") is None:
+        gone.append("nodejs")
+    if shutil.which("configurable-http-proxy") is None:
+        gone.append("configurable-http-proxy (npm)")
+    if not gone:
+        return None
+    return (", ".join(gone) + " missing: install with `sudo bash scripts/setup_system.sh` "
+            f"(or `sudo {SETUP_CMD}`, which runs it)")
