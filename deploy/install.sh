@@ -29,27 +29,39 @@ fi
 
 umask 022
 VENV=$COURSE_PREFIX/venv
+# pip builds a local project in its own folder (build/, *.egg-info): build from a copy, so
+# the checkout stays as it was.
+BUILD=$(mktemp -d)
+trap 'rm -rf "$BUILD"' EXIT
+build_copy() {
+  cp -r pyproject.toml README.md LICENSE course_lib course_grader "$BUILD/"
+  find "$BUILD" -name __pycache__ -prune -exec rm -rf {} +
+  echo "$BUILD"
+}
 # Two stamps: what the dependencies were installed from (a change rebuilds the environment)
 # and what course_lib was installed from (a change reinstalls only course_lib).
 DEPS_STAMP=$( { cat pyproject.toml; echo "$TORCH_SPEC"; "$BASE_PYTHON" --version; } | sha256sum | cut -c1-16)
-CODE_STAMP=$(find course_lib -name '*.py' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+CODE_STAMP=$(find course_lib course_grader -name '*.py' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 if [ "$(cat "$VENV/.course-deps" 2>/dev/null)" != "$DEPS_STAMP" ]; then
   rm -rf "$VENV"
   "$BASE_PYTHON" -m venv "$VENV"
   "${PIP[@]}" install --upgrade pip
-  # shellcheck disable=SC2086
-  "${PIP[@]}" install $TORCH_SPEC
-  # Not editable: the class runs a fixed copy of course_lib, not the instructor's work tree.
-  "${PIP[@]}" install "$REPO[hub]"
+  # torch first: the CPU build where there is no NVIDIA GPU (the same choice as scripts/setup.sh).
+  TORCH_SPEC=$TORCH_SPEC bash scripts/install_torch.sh "$VENV/bin/python"
+  # Not editable: the class runs a fixed copy of the course, not the instructor's work tree.
+  "${PIP[@]}" install "$(build_copy)[hub]"
   "${PIP[@]}" install --no-deps "d2l==1.0.3"
   "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
   echo "$DEPS_STAMP" > "$VENV/.course-deps"
   echo "$CODE_STAMP" > "$VENV/.course-code"
 elif [ "$(cat "$VENV/.course-code" 2>/dev/null)" != "$CODE_STAMP" ]; then
-  "${PIP[@]}" install --no-deps --force-reinstall "$REPO"
+  "${PIP[@]}" install --no-deps --force-reinstall "$(build_copy)"
   echo "$CODE_STAMP" > "$VENV/.course-code"
 fi
+
+# JupyterLab's terminals: the course environment first on PATH (a login shell resets it).
+bash scripts/install_terminal.sh "$VENV"
 
 # Lessons: a read-only reference copy; the hub copies them into each learner's home.
 rm -rf "$COURSE_PREFIX/lessons"

@@ -59,9 +59,10 @@ def test_dockerfile_syntax_and_sources() -> None:
             assert isinstance(json.loads(args), list)
     runs = " ".join(a for w, a in ins if w == "RUN")
     # The same environment as the one-server install: CPU torch pin, the hub extra, d2l without deps.
-    setup = (REPO / "scripts" / "setup.sh").read_text()
-    pin = next(tok for tok in setup.split() if tok.startswith("TORCH_SPEC=${TORCH_SPEC:-")).split(":-")[1].rstrip("}")
+    chooser = (REPO / "scripts" / "install_torch.sh").read_text()
+    pin = next(tok for tok in chooser.split() if tok.startswith("SPEC=${TORCH_SPEC:-")).split(":-")[1].rstrip("}")
     assert pin in runs, f"the image must install {pin}, like scripts/setup.sh"
+    assert "scripts/install_torch.sh" in runs, "the image must choose the torch build as scripts/setup.sh does"
     assert '".[hub]"' in runs and '--no-deps "d2l==1.0.3"' in runs
     assert ("USER", "1000") in ins, "the image must not run learners as root"
 
