@@ -20,12 +20,16 @@ command that installs it - except under ``CI=true``, where a missing piece fails
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
+import subprocess
 import sys
 from functools import lru_cache
+from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 TIERS = ("fast", "notebooks", "sandbox", "slow", "system", "e2e")
 SETUP_CMD = "bash scripts/setup.sh"
 SYSTEM_ENV = "COURSE_TEST_SYSTEM"
@@ -85,3 +89,43 @@ def missing_browser_pieces() -> str | None:
         return None
     return (", ".join(gone) + " missing: install with `sudo bash scripts/setup_system.sh` "
             f"(or `sudo {SETUP_CMD}`, which runs it)")
+
+
+def host_snapshot() -> dict[str, str]:
+    """Digests of what a default test run must leave unchanged: the system's users and
+    groups, what lies in /opt (two levels of names), and the checkout (tracked content and
+    untracked names, less what Python and pytest cache)."""
+    snap: dict[str, str] = {}
+    for f in ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"):
+        try:
+            snap[f] = hashlib.sha256(Path(f).read_bytes()).hexdigest()
+        except OSError:
+            snap[f] = "unreadable"
+    opt = Path("/opt")
+    names = []
+    if opt.is_dir():
+        for top in sorted(opt.iterdir()):
+            names.append(top.name)
+            if top.is_dir() and not top.is_symlink():
+                try:
+                    names += [f"{top.name}/{p.name}" for p in sorted(top.iterdir())]
+                except OSError:
+                    pass
+    snap["/opt"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
+    try:
+        status = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"],
+                                cwd=REPO, capture_output=True, timeout=60, check=True).stdout
+        ignored_ok = (".venv/", "__pycache__/", ".pytest_cache/", ".mypy_cache/", ".egg-info/")
+        entries = sorted(e for e in status.decode(errors="replace").split("\0")
+                         if e and not any(k in e + "/" for k in ignored_ok))
+        digest = hashlib.sha256()
+        for e in entries:
+            digest.update(e.encode())
+            path = REPO / e[3:]
+            if path.is_file() and not path.is_symlink():
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+        snap["checkout"] = digest.hexdigest()
+        snap["checkout files"] = "\n".join(entries)
+    except (OSError, subprocess.SubprocessError):
+        snap["checkout"] = "not a git checkout"
+    return snap

@@ -1,6 +1,6 @@
 """The test suite never changes the machine unasked (issue 18).
 
-Runs last (tests/conftest.py orders it): compares the system's users and groups, /opt and
+Runs last (the root conftest.py orders it): compares the system's users and groups, /opt and
 the checkout with the digests taken when the session started.  A run with the system tier
 (COURSE_TEST_SYSTEM=1 or -m system) may add users and install under /opt; the checkout must
 stay unchanged in every run: tests write to temporary directories, never into the clone.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import _tiers
-from conftest import host_snapshot
+from _tiers import host_snapshot
 
 
 def test_checkout_unchanged(host_before):

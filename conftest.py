@@ -1,0 +1,110 @@
+"""Test tiers for every test of the repository: tests/ and the lesson notebooks (nbval).
+
+Here, at the root, so that its hooks apply to the notebooks' items too; what each marker means
+is in tests/_tiers.py. tests/conftest.py holds the library tests' own fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# Two cores shared with other processes: busy-waiting OpenMP threads can make torch up to 10x
+# slower per step; set before torch starts, and inherited by the notebooks' kernels.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+import _tiers  # noqa: E402
+
+_HOST_KEY = pytest.StashKey[dict]()
+_OUTCOMES_KEY = pytest.StashKey[dict]()
+_NOT_FAST = {"notebooks", "sandbox", "slow", "system", "e2e"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark notebook cells ``notebooks``, e2e tests also ``system``, everything else with no tier
+    ``fast`` (before ``-m`` selects); run the host check last."""
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebooks)
+        names = {m.name for m in item.iter_markers()}
+        if "e2e" in names and "system" not in names:
+            item.add_marker(pytest.mark.system)
+            names.add("system")
+        if not names & _NOT_FAST:
+            item.add_marker(pytest.mark.fast)
+    items.sort(key=lambda it: it.nodeid.startswith("tests/test_host_unchanged.py"))
+
+
+def _missing(item) -> str | None:
+    names = {m.name for m in item.iter_markers()}
+    if "system" in names and not _tiers.system_asked(item.config.getoption("markexpr") or ""):
+        return None  # not asked: skipped in pytest_runtest_setup, whatever the machine has
+    if "e2e" in names and (why := _tiers.missing_browser_pieces()):
+        return why
+    if ("sandbox" in names or "e2e" in names) and (why := _tiers.missing_sandbox()):
+        return why
+    return None
+
+
+def pytest_runtest_setup(item):
+    names = {m.name for m in item.iter_markers()}
+    if "system" in names and not _tiers.system_asked(item.config.getoption("markexpr") or ""):
+        pytest.skip(f"system tier not asked (it creates Unix users or installs outside the checkout): "
+                    f"run it with {_tiers.SYSTEM_ENV}=1 or -m system")
+    why = _missing(item)
+    if why:
+        if _tiers.in_ci():
+            pytest.fail(f"CI=true and a machine piece is missing: {why}", pytrace=False)
+        pytest.skip(why)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        outcomes = _session_config.stash.setdefault(_OUTCOMES_KEY, {}) if _session_config else {}
+        for tier in report.tiers if hasattr(report, "tiers") else ():
+            outcomes.setdefault(tier, []).append(report.outcome)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.tiers = [t for t in _tiers.TIERS if item.get_closest_marker(t) is not None]
+
+
+_session_config = None
+
+
+def pytest_configure(config):
+    global _session_config
+    _session_config = config
+    config.stash[_HOST_KEY] = _tiers.host_snapshot()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    outcomes = config.stash.get(_OUTCOMES_KEY, {})
+    if not outcomes:
+        return
+    parts = []
+    for tier in _tiers.TIERS:
+        got = outcomes.get(tier)
+        if not got:
+            continue
+        ran = sum(o != "skipped" for o in got)
+        if ran == 0:
+            parts.append(f"{tier}: skipped")
+        elif ran < len(got):
+            parts.append(f"{tier}: ran {ran}, skipped {len(got) - ran}")
+        else:
+            parts.append(f"{tier}: ran {ran}")
+    terminalreporter.write_line("tiers: " + "; ".join(parts) + " (skip reasons: the short test summary)")
+
+
+@pytest.fixture(scope="session")
+def host_before(pytestconfig) -> dict[str, str]:
+    return pytestconfig.stash[_HOST_KEY]
