@@ -30,6 +30,7 @@ missing_debs() {
       # Ubuntu ships Chromium as chromium-browser (a snap); any chromium binary will do.
       chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || out+=(chromium) ;;
       nodejs) command -v node >/dev/null 2>&1 || out+=(nodejs) ;;
+      bubblewrap) command -v bwrap >/dev/null 2>&1 || out+=(bubblewrap) ;;
       *) dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || out+=("$pkg") ;;
     esac
   done
