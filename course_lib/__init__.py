@@ -17,6 +17,7 @@ Lesson -> modules it teaches or first uses (later lessons reuse the earlier ones
 07 the Transformer                        ``transformer``
 08 GPT and BERT                           ``gpt``
 09 attention at scale                     ``flash``, ``rotary``, ``gqa``, ``local_attention``
+10 the Vision Transformer                 ``vit`` (import from the module: ``from course_lib.vit import ...``)
 every lesson                              ``printing`` (``fmt``), ``plots`` (loaded on first use)
 =======================================  ================================================
 
