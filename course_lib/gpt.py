@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.data import check_config
 from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask
 from course_lib.multihead import (HeadsAttention, KVCache, _recording_attention, merge_heads, set_record_attention,
                                   split_heads)
@@ -73,14 +74,7 @@ class GPTConfig:
     bias: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head} "
-                             "(each head gets n_embd / n_head features)")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_config(self, ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"), "n_embd", "n_head")
 
 
 class CausalSelfAttention(HeadsAttention):

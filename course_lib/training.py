@@ -508,7 +508,3 @@ def _train_epoch(model: nn.Module, train_data: Iterable[Any], loss_fn: Callable[
     history.epoch_steps.append(epoch_steps)
     if tokens_known and tokens > 0:
         history.tokens_per_second.append(tokens / max(seconds, 1e-9))
-
-
-# Checkpoints moved to their own module; importing them from here keeps working.
-from course_lib.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402,F401

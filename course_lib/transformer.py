@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.data import check_token_ids
+from course_lib.data import check_config, check_token_ids
 from course_lib.masking import valid_lens_to_key_padding_mask
 from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
@@ -99,16 +99,8 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff",
-                     "num_layers", "max_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
-                             f"(each head gets d_model / num_heads features); e.g. use d_model="
-                             f"{self.num_heads * max(1, round(self.d_model / self.num_heads))}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_config(self, ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "num_layers",
+                            "max_len"), "d_model", "num_heads")
 
 
 class PositionWiseFFN(nn.Module):
@@ -305,10 +297,14 @@ class TransformerDecoderBlock(nn.Module):
         return self.addnorm3(X, self.ffn)
 
 
-def _block_args(config: TransformerConfig) -> dict:
-    return dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff,
-                dropout=config.dropout, norm_first=config.norm_first,
-                layer_norm_eps=config.layer_norm_eps)
+def _blocks_and_norm(config: TransformerConfig, block: type) -> tuple[nn.ModuleList, nn.Module]:
+    """``num_layers`` blocks, and the final LayerNorm of a pre-norm stack (nothing else
+    normalises its residual stream; post-norm blocks end with their own)."""
+    blocks = nn.ModuleList(block(config.d_model, config.num_heads, config.d_ff, dropout=config.dropout,
+                                 norm_first=config.norm_first, layer_norm_eps=config.layer_norm_eps)
+                           for _ in range(config.num_layers))
+    norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else nn.Identity()
+    return blocks, norm
 
 
 class TransformerEncoder(nn.Module):
@@ -323,10 +319,7 @@ class TransformerEncoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(TransformerEncoderBlock(**_block_args(config))
-                                    for _ in range(config.num_layers))
-        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                                if config.norm_first else nn.Identity())
+        self.blocks, self.norm = _blocks_and_norm(config, TransformerEncoderBlock)
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         for block in self.blocks:
@@ -351,10 +344,7 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(TransformerDecoderBlock(**_block_args(config))
-                                    for _ in range(config.num_layers))
-        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                                if config.norm_first else nn.Identity())
+        self.blocks, self.norm = _blocks_and_norm(config, TransformerDecoderBlock)
 
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         for block in self.blocks:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.checkpoints import load_checkpoint, save_checkpoint
 from course_lib.training import (
     History,
     TrainConfig,
@@ -21,10 +22,8 @@ from course_lib.training import (
     evaluate_loss,
     fit,
     lm_loss,
-    load_checkpoint,
     masked_cross_entropy,
     move_to_device,
-    save_checkpoint,
     seq2seq_loss,
     set_seed,
 )
