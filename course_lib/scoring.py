@@ -183,8 +183,13 @@ class AdditiveAttention(nn.Module):
         if keys.shape[:2] != values.shape[:2]:
             raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
                              f"{tuple(values.shape)} must agree on B and K")
-        q, k = self.W_q(queries), self.W_k(keys)  # (B, Q, h), (B, K, h)
-        features = torch.tanh(q.unsqueeze(2) + k.unsqueeze(1))  # (B, Q, K, h)
+        return self.attend_projected(queries, self.W_k(keys), values, valid_lens)
+
+    def attend_projected(self, queries: Tensor, projected_keys: Tensor, values: Tensor,
+                         valid_lens: Tensor | None = None) -> Tensor:
+        """:meth:`forward` with the keys already projected, ``W_k keys`` (B, K, num_hiddens): a
+        decoder that asks one query per step of the same keys projects them once."""
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
         self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)

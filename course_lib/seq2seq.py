@@ -39,7 +39,6 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.data import check_config, check_token_ids
-from course_lib.masking import masked_softmax
 from course_lib.scoring import AdditiveAttention
 
 __all__ = [
@@ -270,11 +269,8 @@ class BahdanauDecoder(nn.Module):
         Returns:
             The context, (B, 1, h).
         """
-        att = self.attention
-        features = torch.tanh(att.W_q(query).unsqueeze(2) + state.projected_keys.unsqueeze(1))  # (B, 1, S, h)
-        scores = att.w_v(features).squeeze(-1)  # (B, 1, S)
-        att.attention_weights = masked_softmax(scores, state.src_valid_lens)
-        return torch.bmm(att.dropout(att.attention_weights), state.enc_outputs)  # (B, 1, h)
+        return self.attention.attend_projected(query, state.projected_keys, state.enc_outputs,
+                                               state.src_valid_lens)  # (B, 1, h)
 
     def forward(self, tokens: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
         check_token_ids(tokens, "tgt_in", "(B, L)")
