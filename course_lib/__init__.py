@@ -41,6 +41,7 @@ from course_lib.positional import LearnedPositionalEmbedding, PositionalEncoding
 from course_lib.printing import fmt
 from course_lib.rotary import apply_rotary, rotary_cos_sin, rotary_frequencies
 from course_lib.scoring import AdditiveAttention, DotProductAttention, scaled_dot_product_attention
+from course_lib.training import setup_lesson
 
 # Plotting pulls in matplotlib.pyplot (slow to import, and not needed by the autograder's
 # sandbox), so ``course_lib.plots`` and its functions load on first use. This list must
@@ -66,6 +67,7 @@ __all__ = sorted([
     "fmt",  # printing
     "apply_rotary", "rotary_cos_sin", "rotary_frequencies",  # rotary
     "AdditiveAttention", "DotProductAttention", "scaled_dot_product_attention",  # scoring
+    "setup_lesson",  # training: every lesson's first cell
     *_LAZY_PLOTS,
 ])
 

@@ -395,7 +395,7 @@ class MaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.positions = LearnedPositionalEmbedding(config.d_model, max_len=config.max_len)
         self.embed_norm = nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.encoder = TransformerEncoder(config.encoder_config())

@@ -62,7 +62,8 @@ def test_notebook_is_committed_executed_and_clean(path: Path) -> None:
             if out["output_type"] == "stream" and out["name"] == "stderr":
                 assert "NBVAL_IGNORE_OUTPUT" in src or "it/s" not in text, "a progress bar in a compared cell"
     first = "".join(code[0]["source"])
-    assert "manual_seed" in first or "set_seed" in first, "the first code cell must seed the random generators"
+    assert "setup_lesson()" in first, ("the first code cell must call setup_lesson() (seeds, print options, "
+                                      "COURSE_SEED, device): one set-up for every lesson")
 
 
 def test_glossary_is_up_to_date() -> None:
