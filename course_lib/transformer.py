@@ -34,9 +34,10 @@ with ``valid_lens_to_key_padding_mask``.
 Attention weights are recorded in evaluation mode only (training takes PyTorch's fused
 kernel); :meth:`Transformer.attention_maps` returns them per layer.
 
-The module reads: config, FFN, AddNorm and the residual wiring, the blocks and stacks,
-the model; then cached decoding and the weight copy from PyTorch's layers, in sections
-at the end.
+The module reads: config, FFN, AddNorm (the residual connection and layer norm around
+every sub-layer, which each block calls with the sub-layer), the blocks and stacks, the
+model; then cached decoding (one :class:`course_lib.multihead.KVCache` per state, as in
+GPT) and the weight copy from PyTorch's layers, in sections at the end.
 """
 
 from __future__ import annotations
