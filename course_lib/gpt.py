@@ -98,7 +98,7 @@ class CausalSelfAttention(HeadsAttention):
         self.n_head, self.n_embd = config.n_head, config.n_embd
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = config.dropout
+        self.dropout_p = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
@@ -108,7 +108,7 @@ class CausalSelfAttention(HeadsAttention):
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change
         t = k.shape[2] - T  # positions cached before this call
-        dropout = self.dropout if self.training else 0.0
+        dropout = self.dropout_p if self.training else 0.0
         if self._records():  # softmax(Q K^T / sqrt(D)) V, written out, keeping the weights
             scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, t+T)
             if T > 1:  # query i sits at position t + i and sees keys j <= t + i

@@ -87,7 +87,7 @@ class GroupedQueryAttention(HeadsAttention):
                              "(each key/value head serves an equal group of query heads)")
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
-        self.dropout = dropout
+        self.dropout_p = dropout
         kv_dim = num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
@@ -100,7 +100,7 @@ class GroupedQueryAttention(HeadsAttention):
         """A GQA layer with G = H and the weights of ``mha``: it computes the same function."""
         if mha.kdim != mha.embed_dim or mha.vdim != mha.embed_dim:
             raise ValueError("from_multihead needs kdim = vdim = embed_dim")
-        gqa = cls(mha.embed_dim, mha.num_heads, mha.num_heads, dropout=mha.dropout,
+        gqa = cls(mha.embed_dim, mha.num_heads, mha.num_heads, dropout=mha.dropout_p,
                   bias=mha.q_proj.bias is not None).to(mha.q_proj.weight.dtype)
         gqa.load_state_dict(mha.state_dict())  # the same four projections, the same names
         return gqa.train(mha.training)

@@ -52,7 +52,10 @@ class HeadsAttention(nn.Module):
     """Base of the course's multi-head attention modules, and their weights contract.
 
     Attributes:
-        dropout: dropout probability on the attention weights, applied in training.
+        dropout_p: dropout probability on the attention weights, applied in training (the
+            name of ``F.scaled_dot_product_attention``'s argument; everywhere else in the
+            course ``dropout`` is an ``nn.Dropout`` module, and the constructors' ``dropout``
+            argument is the probability).
         attention_weights: the per-head weights (B, H, L, S) of the last forward pass,
             detached, or None if that pass did not record them.
         record_attention: when a model's blocks record the weights. None (the default):
@@ -62,7 +65,7 @@ class HeadsAttention(nn.Module):
             follows its ``need_weights`` argument, as PyTorch's module does.)
     """
 
-    dropout: float
+    dropout_p: float
     attention_weights: Tensor | None = None
     record_attention: bool | None = None
 
@@ -128,7 +131,7 @@ class MultiHeadAttention(HeadsAttention):
         self.head_dim = embed_dim // num_heads
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
-        self.dropout = dropout
+        self.dropout_p = dropout
         self.batch_first = batch_first
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **factory)
@@ -266,14 +269,14 @@ def attend_heads(module: HeadsAttention, q: Tensor, k: Tensor, v: Tensor, out_pr
                  need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
     """The middle of every multi-head attention in the course: attend, merge heads, project.
 
-    ``module`` supplies ``dropout`` (a probability, applied in training) and receives the
+    ``module`` supplies ``dropout_p`` (a probability, applied in training) and receives the
     detached weights in ``attention_weights`` (None when ``need_weights`` is False).
 
     Shape:
         q (B, H, L, D), k and v (B, H, S, D), mask broadcastable to (B, H, L, S)
         (True = masked out) -> output (B, L, E), weights (B, H, L, S) or None.
     """
-    dropout = module.dropout if module.training else 0.0
+    dropout = module.dropout_p if module.training else 0.0
     out, weights = attend(q, k, v, mask, is_causal=is_causal, dropout_p=dropout, need_weights=need_weights)
     module.attention_weights = None if weights is None else weights.detach()
     return out_proj(merge_heads(out)), weights  # (B, L, E)
