@@ -221,10 +221,6 @@ class BPE:
         return detokenize(self.to_words(pieces))
 
     # ------------------------------------------------------------------ inspection, saving
-    def piece_set(self) -> set[str]:
-        """Every piece the merges can produce (without single characters)."""
-        return {a + b for a, b in self.merges}
-
     def __len__(self) -> int:
         return len(self.merges)
 

@@ -41,7 +41,6 @@ from course_lib.data import TranslationSplits
 __all__ = [
     "CorpusConfig",
     "generate_pairs",
-    "TranslationSplits",
     "make_splits",
     "write_tsv",
 ]

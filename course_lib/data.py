@@ -38,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 __all__ = [
+    "check_config",
     "PAD",
     "BOS",
     "EOS",
@@ -172,6 +173,25 @@ def detokenize(tokens: Sequence[str]) -> str:
     return out
 
 
+def check_config(config: Any, positive: Sequence[str], width: str | None = None, heads: str | None = None) -> None:
+    """The checks of every hyperparameter dataclass (its ``__post_init__``): the ``positive``
+    fields are >= 1, ``dropout`` lies in [0, 1), and the model ``width`` is divisible by the
+    number of ``heads`` (each head gets width / heads features).
+
+    Raises:
+        ValueError: naming the field and its value.
+    """
+    for name in positive:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
+    if width is not None and heads is not None and getattr(config, width) % getattr(config, heads):
+        size, count = getattr(config, width), getattr(config, heads)
+        raise ValueError(f"{width}={size} must be divisible by {heads}={count} (each head gets {width} / "
+                         f"{heads} features); e.g. use {width}={count * max(1, round(size / count))}")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {config.dropout}")
+
+
 def check_token_ids(tokens: Any, name: str, letters: str = "(B, T)") -> None:
     """Raise a ValueError that says what was expected unless ``tokens`` is a 2-D integer
     tensor of token ids (any integer dtype: ``nn.Embedding`` takes int32 and int64)."""
@@ -261,21 +281,7 @@ class Vocab:
             raise IndexError(f"id {idx} out of range for a vocabulary of size {len(self)}")
         return self.idx_to_token[int(idx)]
 
-    @property
-    def pad(self) -> int:
-        return 0
-
-    @property
-    def bos(self) -> int:
-        return 1
-
-    @property
-    def eos(self) -> int:
-        return 2
-
-    @property
-    def unk(self) -> int:
-        return 3
+    pad, bos, eos, unk = 0, 1, 2, 3  # the ids of SPECIAL_TOKENS, the same in every vocabulary
 
     @property
     def tokens(self) -> list[str]:
@@ -742,13 +748,3 @@ class TranslationSplits:
     train: list[tuple[str, str]]
     valid: list[tuple[str, str]]
     test: list[tuple[str, str]]
-
-
-def __getattr__(name: str) -> Any:
-    # The synthetic copy and date tasks moved to course_lib.tasks; the old import path
-    # ``from course_lib.data import copy_task_pairs`` keeps working.
-    if name in ("copy_task_pairs", "date_pairs"):
-        from course_lib import tasks
-
-        return getattr(tasks, name)
-    raise AttributeError(f"module 'course_lib.data' has no attribute {name!r}")

@@ -30,6 +30,8 @@ __all__ = [
     "beam_search_batch",
     "sequence_log_prob",
     "position_limit",
+    "encode_sources",
+    "decode_sentences",
     "translate",
 ]
 
@@ -297,50 +299,50 @@ def beam_search_batch(
         raise ValueError(f"max_len must be >= 1, got {max_len}")
     _check_limits(model, src, max_len)
     n_best = beam_size if n_best is None else n_best
-    batch, k = src.shape[0], beam_size
+    batch, W = src.shape[0], beam_size
     device = src.device
 
     # finished[b]: (tokens, log P, length counted for the penalty)
     finished: list[list[tuple[list[int], float, int]]] = [[] for _ in range(batch)]
     with eval_mode(model), torch.no_grad():
         state = model.encode(src, src_valid_lens)
-        state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
-        prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
+        state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(W))
+        prefixes: list[list[list[int]]] = [[[] for _ in range(W)] for _ in range(batch)]
         # Only the first copy of each row is alive at the start, so the W copies do not
         # all propose the same continuations.
-        scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
+        scores = torch.full((batch, W), -math.inf, dtype=torch.float64, device=device)
         scores[:, 0] = 0.0
-        prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=device)
+        prev = torch.full((batch * W,), bos_id, dtype=torch.long, device=device)
         row_done = [False] * batch
         for _ in range(max_len):
             logits, state = model.decode_step(prev, state)
             log_probs = torch.log_softmax(logits.double(), dim=-1)  # (B*W, V)
             vocab = log_probs.shape[-1]
-            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, k * vocab)  # (B, W*V)
+            total = (scores.reshape(-1, 1) + log_probs).reshape(batch, W * vocab)  # (B, W*V)
             # 2W candidates always leave W that do not end, even if W of them are <eos>.
-            top_scores, top_index = total.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K)
-            new_scores = torch.full((batch, k), -math.inf, dtype=torch.float64, device=device)
-            source_rows = torch.arange(batch, device=device).repeat_interleave(k) * k  # (B*W,)
-            new_prefixes: list[list[list[int]]] = [[[] for _ in range(k)] for _ in range(batch)]
-            next_tokens = torch.full((batch * k,), eos_id, dtype=torch.long, device=device)
+            top_scores, top_index = total.topk(min(2 * W, W * vocab), dim=1)  # (B, 2W)
+            new_scores = torch.full((batch, W), -math.inf, dtype=torch.float64, device=device)
+            source_rows = torch.arange(batch, device=device).repeat_interleave(W) * W  # (B*W,)
+            new_prefixes: list[list[list[int]]] = [[[] for _ in range(W)] for _ in range(batch)]
+            next_tokens = torch.full((batch * W,), eos_id, dtype=torch.long, device=device)
             for b in range(batch):
                 if row_done[b]:
                     continue
                 alive = 0
                 for rank, (s, idx) in enumerate(zip(top_scores[b].tolist(), top_index[b].tolist())):
-                    if s == -math.inf or alive == k:
+                    if s == -math.inf or alive == W:
                         break
                     beam, tok = divmod(idx, vocab)
                     if tok == eos_id:
                         # Only an <eos> among the W best candidates ends a hypothesis (as
                         # in fairseq): one a W-wide beam would have pruned is not kept.
-                        if rank < k:
+                        if rank < W:
                             finished[b].append((prefixes[b][beam], s, len(prefixes[b][beam]) + 1))
                         continue
                     new_scores[b, alive] = s
                     new_prefixes[b][alive] = prefixes[b][beam] + [tok]
-                    source_rows[b * k + alive] = b * k + beam
-                    next_tokens[b * k + alive] = tok
+                    source_rows[b * W + alive] = b * W + beam
+                    next_tokens[b * W + alive] = tok
                     alive += 1
             scores, prefixes, prev = new_scores, new_prefixes, next_tokens
             state = model.reorder_state(state, source_rows)
@@ -361,7 +363,7 @@ def beam_search_batch(
     for b in range(batch):
         candidates = list(finished[b])
         if not row_done[b]:  # max_len reached: unfinished beams compete as they are
-            for beam in range(k):
+            for beam in range(W):
                 s = float(scores[b, beam])
                 if s > -math.inf:
                     candidates.append((prefixes[b][beam], s, len(prefixes[b][beam])))
@@ -422,6 +424,65 @@ def beam_search(
     )[0]
 
 
+def encode_sources(sentences: Sequence[str], src_vocab: Any, tokenize: Callable[[str], list[str]], *,
+                   append_eos: bool = True, max_positions: int | None = None,
+                   device: str | torch.device = "cpu") -> tuple[Tensor, Tensor]:
+    """Source sentences as a batch for a model: token ids, right-padded, and valid lengths.
+
+    Each sentence is tokenized, encoded and ends with ``<eos>`` (as in the training
+    batches), then padded with ``<pad>`` to the longest.
+
+    Args:
+        sentences: source sentences (at least one).
+        src_vocab: the source vocabulary (``encode(tokens)``, ``.pad``, ``.eos``).
+        tokenize: splits a sentence into tokens (e.g. ``course_lib.data.tokenize``).
+        append_eos: end each source with ``<eos>``.
+        max_positions: cut longer sources to this many ids, keeping the final ``<eos>``,
+            with a warning (a model has a fixed number of positions).
+        device: where the tensors go.
+
+    Returns:
+        ``(src (B, S), src_valid_lens (B,))``, both long.
+    """
+    tail = [src_vocab.eos] if append_eos else []
+    ids = [list(src_vocab.encode(tokenize(s))) + tail for s in sentences]
+    if max_positions is not None:
+        too_long = [i for i, x in enumerate(ids) if len(x) > max_positions]
+        if too_long:
+            warnings.warn(f"{len(too_long)} source sentence(s) (first: #{too_long[0]}, {len(ids[too_long[0]])} "
+                          f"tokens) exceed the model's {max_positions} positions (config.max_len) and were "
+                          "truncated", stacklevel=2)
+            ids = [x if len(x) <= max_positions else x[: max_positions - len(tail)] + tail for x in ids]
+    width = max(max(len(x) for x in ids), 1)
+    src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids], dtype=torch.long, device=device)
+    return src, torch.tensor([len(x) for x in ids], dtype=torch.long, device=device)  # (B, S), (B,)
+
+
+def decode_sentences(model: StepDecoder, sentences: Sequence[str], src_vocab: Any,
+                     tokenize: Callable[[str], list[str]], *, bos_id: int, eos_id: int, max_len: int,
+                     batch_size: int = 250, return_attention: bool = False,
+                     device: str | torch.device = "cpu") -> Any:
+    """Greedy decoding of many source sentences, ``batch_size`` at a time.
+
+    Returns:
+        The output ids of each sentence (without ``<bos>`` / ``<eos>``); with
+        ``return_attention``, also each sentence's weights (steps, S_valid), cut to its own
+        source length.
+    """
+    outputs: list[list[int]] = []
+    weights: list[Tensor] = []
+    for i in range(0, len(sentences), batch_size):
+        src, valid = encode_sources(sentences[i:i + batch_size], src_vocab, tokenize, device=device)
+        if return_attention:
+            out, att = greedy_decode(model, src, valid, bos_id=bos_id, eos_id=eos_id, max_len=max_len,
+                                     return_attention=True)
+            weights += [a[:, :n] for a, n in zip(att, valid.tolist())]  # (steps, S_valid)
+        else:
+            out = greedy_decode(model, src, valid, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+        outputs += out
+    return (outputs, weights) if return_attention else outputs
+
+
 def translate(
     model: StepDecoder,
     sentences: Sequence[str],
@@ -469,29 +530,13 @@ def translate(
         return []
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
-    ids = [list(src_vocab.encode(tokenize(s))) + ([src_vocab.eos] if append_src_eos else []) for s in sentences]
     limit = position_limit(model)
-    if limit is not None:
-        too_long = [i for i, x in enumerate(ids) if len(x) > limit]
-        if too_long:
-            warnings.warn(
-                f"{len(too_long)} source sentence(s) (first: #{too_long[0]}, {len(ids[too_long[0]])} "
-                f"tokens) exceed the model's {limit} positions (config.max_len) and were truncated",
-                stacklevel=2,
-            )
-            tail = [src_vocab.eos] if append_src_eos else []
-            ids = [x if len(x) <= limit else x[: limit - len(tail)] + tail for x in ids]
-        if max_len > limit:
-            warnings.warn(
-                f"max_len={max_len} exceeds the model's {limit} positions (config.max_len); "
-                f"decoding at most {limit} tokens",
-                stacklevel=2,
-            )
-            max_len = limit
-    lens = [len(x) for x in ids]
-    width = max(max(lens), 1)
-    src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids], dtype=torch.long, device=device)
-    valid = torch.tensor(lens, dtype=torch.long, device=device)
+    src, valid = encode_sources(sentences, src_vocab, tokenize, append_eos=append_src_eos, max_positions=limit,
+                                device=device)
+    if limit is not None and max_len > limit:
+        warnings.warn(f"max_len={max_len} exceeds the model's {limit} positions (config.max_len); "
+                      f"decoding at most {limit} tokens", stacklevel=2)
+        max_len = limit
     if beam_size == 1:
         outputs = greedy_decode(model, src, valid, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, max_len=max_len)
     else:

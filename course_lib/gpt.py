@@ -30,8 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import HeadsAttention, attend_heads, recording_attention, set_record_attention, split_heads
+from course_lib.data import check_config
+from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask
+from course_lib.multihead import (HeadsAttention, KVCache, _recording_attention, merge_heads, set_record_attention,
+                                  split_heads)
 from course_lib.positional import LearnedPositionalEmbedding
 from course_lib.training import eval_mode
 from course_lib.transformer import TransformerConfig, TransformerEncoder
@@ -40,7 +42,6 @@ from course_lib.transformer import TransformerConfig, TransformerEncoder
 # import them from course_lib.gpt.
 __all__ = [
     "GPTConfig",
-    "KVCache",
     "CausalSelfAttention",
     "GPT",
     "sample_next",
@@ -73,60 +74,20 @@ class GPTConfig:
     bias: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head} "
-                             "(each head gets n_embd / n_head features)")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-
-
-class KVCache:
-    """Per-layer keys and values of the positions seen so far, filled in place.
-
-    Pass the same object to successive calls ``model(idx, cache=cache)``: each call
-    appends the new positions' keys and values. ``len(cache)`` is the number of cached
-    positions t.
-
-    Shape:
-        ``keys[layer]`` and ``values[layer]``: (B, H, t, D).
-    """
-
-    def __init__(self) -> None:
-        self.keys: list[Tensor] = []
-        self.values: list[Tensor] = []
-
-    def __len__(self) -> int:
-        return self.keys[0].shape[2] if self.keys else 0
-
-    def clear(self) -> None:
-        self.keys.clear()
-        self.values.clear()
-
-    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append the new (B, H, T, D) keys/values of ``layer``; return all (B, H, t+T, D)."""
-        if layer == len(self.keys):  # first call for this layer
-            self.keys.append(k)
-            self.values.append(v)
-        elif layer < len(self.keys):
-            self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)  # (B, H, t+T, D)
-            self.values[layer] = torch.cat([self.values[layer], v], dim=2)  # (B, H, t+T, D)
-        else:
-            raise ValueError(f"layers must be cached in order: got layer {layer} with "
-                             f"{len(self.keys)} layers cached")
-        return self.keys[layer], self.values[layer]
+        check_config(self, ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"), "n_embd", "n_head")
 
 
 class CausalSelfAttention(HeadsAttention):
     """Multi-head self-attention in which position i attends to positions <= i.
 
     One Linear layer computes queries, keys and values together (3 E outputs), which is
-    the same as three separate E x E projections stacked. The (B, H, T, t+T) weights of
-    the last call are kept in ``attention_weights`` when ``record_attention`` says so
-    (:class:`course_lib.multihead.HeadsAttention`: in evaluation mode by default; slower,
-    since PyTorch's fused kernel does not form them).
+    the same as three separate E x E projections stacked. ``forward`` holds the attention
+    twice, side by side: softmax(Q K^T / sqrt(D)) V written out, which keeps the
+    (B, H, T, t+T) weights in ``attention_weights``, and PyTorch's fused
+    ``F.scaled_dot_product_attention``, which never forms them and is faster. It takes the
+    first when ``record_attention`` says so (:class:`course_lib.multihead.HeadsAttention`:
+    in evaluation mode by default), the second otherwise; tests/test_gpt.py checks that
+    the two agree.
 
     Shape:
         x (B, T, E) -> (B, T, E)
@@ -137,27 +98,35 @@ class CausalSelfAttention(HeadsAttention):
         self.n_head, self.n_embd = config.n_head, config.n_embd
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = config.dropout
+        self.dropout_p = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
-        """Attend; with a ``cache``, ``x`` holds the positions after the t cached ones."""
+        """Attend; with a ``cache`` holding t positions, ``x`` holds positions t ... t+T-1."""
+        T = x.shape[1]
         q, k, v = (split_heads(t, self.n_head) for t in self.c_attn(x).split(self.n_embd, dim=2))  # (B, H, T, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change
-        # is_causal lines the T queries up with the *last* T keys: query i sits at t + i.
-        y, _ = attend_heads(self, q, k, v, self.c_proj, is_causal=True, need_weights=self.records_attention())
-        return self.resid_dropout(y)  # (B, T, E)
-
-
-    @property
-    def record_weights(self) -> bool | None:
-        """The old name of ``record_attention``, kept as an alias."""
-        return self.record_attention
-
-    @record_weights.setter
-    def record_weights(self, flag: bool | None) -> None:
-        self.record_attention = flag
+        t = k.shape[2] - T  # positions cached before this call
+        dropout = self.dropout_p if self.training else 0.0
+        if self._records():  # softmax(Q K^T / sqrt(D)) V, written out, keeping the weights
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, t+T)
+            if T > 1:  # query i sits at position t + i and sees keys j <= t + i
+                future = ~causal_mask(T, t + T, device=x.device)  # (T, t+T), True = masked out
+                # the most negative finite number, as in masking.masked_softmax (lesson 3); key 0
+                # is never masked, so no row is empty
+                scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
+            weights = torch.softmax(scores, dim=-1)  # (B, H, T, t+T)
+            self.attention_weights = weights.detach()
+            y = F.dropout(weights, p=dropout) @ v  # (B, H, T, D)
+        else:  # the same in PyTorch's fused kernel (tests/test_gpt.py checks that the two agree)
+            self.attention_weights = None
+            # is_causal lines query i up with key i: right without a cache. A cached step of
+            # several queries needs the offset mask (True = may attend); a single query sees all.
+            offset = causal_mask(T, t + T, device=x.device) if t > 0 and T > 1 else None  # (T, t+T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=offset, dropout_p=dropout,
+                                               is_causal=t == 0 and T > 1)  # (B, H, T, D)
+        return self.resid_dropout(self.c_proj(merge_heads(y)))  # (B, T, E)
 
 
 class MLP(nn.Module):
@@ -287,7 +256,7 @@ class GPT(nn.Module):
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         block = self.config.block_size
         cache = KVCache() if use_cache else None
-        with eval_mode(self), recording_attention(self, False):  # sampling needs no weights: fused kernel
+        with eval_mode(self), _recording_attention(self, False):  # sampling needs no weights: fused kernel
             for _ in range(max_new_tokens):
                 if cache is None or len(cache) == 0 or len(cache) >= block:
                     if cache is not None:
@@ -426,7 +395,7 @@ class MaskedLM(nn.Module):
         super().__init__()
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = LearnedPositionalEmbedding(config.max_len, config.d_model)
+        self.positions = LearnedPositionalEmbedding(config.d_model, max_len=config.max_len)
         self.embed_norm = nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.encoder = TransformerEncoder(config.encoder_config())

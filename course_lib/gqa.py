@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from course_lib.gpt import KVCache
-from course_lib.multihead import HeadsAttention, MultiHeadAttention, attend_heads, split_heads
+from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, attend_heads, split_heads
 from course_lib.rotary import RotaryEmbedding
 
 __all__ = ["repeat_kv", "GroupedQueryAttention", "kv_cache_bytes_per_token"]
@@ -66,8 +65,10 @@ class GroupedQueryAttention(HeadsAttention):
 
     Shape:
         query (B, L, E), key and value (B, S, E) -> (B, L, E). With a ``cache`` (a
-        :class:`course_lib.gpt.KVCache`), the new keys and values (B, G, S, D) are appended
-        and attention runs over all t + S cached positions.
+        :class:`course_lib.multihead.KVCache`), the new keys and values (B, G, S, D) are
+        appended and attention runs over all t + S cached positions. After a call that
+        records them (``record_attention``, as every attention module), ``attention_weights``
+        holds the per-query-head weights (B, H, L, t+S).
 
     Parameters: 2 E^2 + 2 E G D (+ biases): the key and value projections are H / G times
     smaller than in multi-head attention.
@@ -86,7 +87,7 @@ class GroupedQueryAttention(HeadsAttention):
                              "(each key/value head serves an equal group of query heads)")
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = embed_dim // num_heads
-        self.dropout = dropout
+        self.dropout_p = dropout
         kv_dim = num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
@@ -99,7 +100,7 @@ class GroupedQueryAttention(HeadsAttention):
         """A GQA layer with G = H and the weights of ``mha``: it computes the same function."""
         if mha.kdim != mha.embed_dim or mha.vdim != mha.embed_dim:
             raise ValueError("from_multihead needs kdim = vdim = embed_dim")
-        gqa = cls(mha.embed_dim, mha.num_heads, mha.num_heads, dropout=mha.dropout,
+        gqa = cls(mha.embed_dim, mha.num_heads, mha.num_heads, dropout=mha.dropout_p,
                   bias=mha.q_proj.bias is not None).to(mha.q_proj.weight.dtype)
         gqa.load_state_dict(mha.state_dict())  # the same four projections, the same names
         return gqa.train(mha.training)
@@ -117,7 +118,7 @@ class GroupedQueryAttention(HeadsAttention):
         if query.dim() != 3 or key.dim() != 3 or value.dim() != 3 or query.shape[-1] != self.embed_dim:
             raise ValueError(f"query, key and value must be (B, L, E={self.embed_dim}), (B, S, E), (B, S, E); "
                              f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-        start = cache.keys[layer].shape[2] if cache is not None and layer < len(cache.keys) else 0  # this layer's t
+        start = cache.length(layer) if cache is not None else 0  # this layer's t
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
         k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, G, S, D)
         v = split_heads(self.v_proj(value), self.num_kv_heads)  # (B, G, S, D)
@@ -134,5 +135,5 @@ class GroupedQueryAttention(HeadsAttention):
             mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S), True = padding
         group = self.num_heads // self.num_kv_heads
         out, _ = attend_heads(self, q, repeat_kv(k, group), repeat_kv(v, group), self.out_proj, mask,
-                              is_causal=is_causal, need_weights=False)
+                              is_causal=is_causal, need_weights=self._records())
         return out  # (B, L, E)

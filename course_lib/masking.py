@@ -27,10 +27,10 @@ from torch import Tensor
 __all__ = [
     "valid_lens_to_mask",
     "valid_lens_to_key_padding_mask",
-    "key_padding_mask_to_valid_lens",
     "causal_mask",
     "merge_masks",
     "masked_softmax",
+    "softmax_masked_out",
 ]
 
 
@@ -90,25 +90,6 @@ def valid_lens_to_key_padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
     return positions[None, :] >= valid_lens[:, None]  # (B, K)
 
 
-def key_padding_mask_to_valid_lens(key_padding_mask: Tensor) -> Tensor:
-    """Inverse of :func:`valid_lens_to_key_padding_mask` for right-padded sequences.
-
-    Raises:
-        ValueError: if a row has a real key after a padded one (not right padding).
-    """
-    if key_padding_mask.dtype != torch.bool or key_padding_mask.dim() != 2:
-        raise ValueError(
-            f"key_padding_mask must be a boolean (B, K) tensor, got {key_padding_mask.dtype} "
-            f"of shape {tuple(key_padding_mask.shape)}"
-        )
-    lens = (~key_padding_mask).sum(dim=1)
-    rebuilt = valid_lens_to_key_padding_mask(lens, key_padding_mask.shape[1])
-    if not torch.equal(rebuilt, key_padding_mask):
-        raise ValueError("key_padding_mask is not right padding (a real key follows a padded one); "
-                         "it cannot be written as valid lengths")
-    return lens
-
-
 def causal_mask(num_queries: int, num_keys: int | None = None, *,
                 device: torch.device | str | None = None) -> Tensor:
     """Keep mask of a causal (look-ahead) model: query i may attend to keys j <= i.
@@ -152,17 +133,7 @@ def merge_masks(*masks: Tensor | None, dtype: torch.dtype) -> Tensor | None:
             additive = mask.to(dtype) if additive is None else additive + mask.to(dtype)
     if additive is None or blocked is None:
         return blocked if additive is None else additive
-    return additive + bias_from_mask(blocked, dtype)
-
-
-def bias_from_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """The float mask to add to the scores: 0 where a key may be attended, -inf where the
-    boolean ``mask`` is True (masked out). A float ``mask`` is returned as it is."""
-    if mask.dtype != torch.bool:
-        return mask.to(dtype)
-    # Built on the mask's own, usually small, shape (e.g. (B, 1, 1, K)): adding it to the
-    # scores costs no extra pass in the backward, unlike masked_fill on the scores.
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+    return torch.where(blocked, float("-inf"), additive)  # broadcast to the union of both shapes
 
 
 def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None) -> Tensor:
@@ -194,5 +165,22 @@ def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None) -> Tensor:
         raise ValueError(f"valid_lens must have shape (B,)=({batch},) or (B, Q)=({batch}, {num_queries}), "
                          f"got {tuple(valid_lens.shape)}")
     keep = valid_lens_to_mask(valid_lens.to(scores.device), num_queries, num_keys)  # (B, Q, K)
-    filled = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-    return torch.softmax(filled, dim=-1).masked_fill(~keep, 0.0)
+    return softmax_masked_out(scores, ~keep)
+
+
+def softmax_masked_out(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """The masked softmax of the whole course, with ``nn.MultiheadAttention``'s mask.
+
+    ``mask`` broadcasts to ``scores``: boolean True = masked out, or float added to the
+    scores (``-inf`` = masked out). Masked scores become the most negative finite number
+    before the softmax, so in a row with a key left their weights underflow to exactly zero;
+    masked weights are set to zero after it, which changes only a row with no key left: its
+    weights are all zero (not 1/K, nor the NaN of a softmax over -inf).
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    blocked = mask if mask.dtype == torch.bool else torch.isneginf(mask)
+    if mask.dtype != torch.bool:
+        scores = scores + mask.to(scores.dtype).masked_fill(blocked, 0.0)
+    filled = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
+    return torch.softmax(filled, dim=-1).masked_fill(blocked, 0.0)

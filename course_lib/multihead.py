@@ -28,7 +28,8 @@ from torch import Tensor, nn
 from course_lib.masking import merge_masks
 from course_lib.scoring import attend
 
-__all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention", "recording_attention", "MultiHeadAttention", "attend_heads"]
+__all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention",
+           "MultiHeadAttention", "attend_heads", "KVCache"]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -51,7 +52,10 @@ class HeadsAttention(nn.Module):
     """Base of the course's multi-head attention modules, and their weights contract.
 
     Attributes:
-        dropout: dropout probability on the attention weights, applied in training.
+        dropout_p: dropout probability on the attention weights, applied in training (the
+            name of ``F.scaled_dot_product_attention``'s argument; everywhere else in the
+            course ``dropout`` is an ``nn.Dropout`` module, and the constructors' ``dropout``
+            argument is the probability).
         attention_weights: the per-head weights (B, H, L, S) of the last forward pass,
             detached, or None if that pass did not record them.
         record_attention: when a model's blocks record the weights. None (the default):
@@ -61,11 +65,11 @@ class HeadsAttention(nn.Module):
             follows its ``need_weights`` argument, as PyTorch's module does.)
     """
 
-    dropout: float
+    dropout_p: float
     attention_weights: Tensor | None = None
     record_attention: bool | None = None
 
-    def records_attention(self) -> bool:
+    def _records(self) -> bool:
         """Whether the next forward pass of a block records :attr:`attention_weights`."""
         return not self.training if self.record_attention is None else self.record_attention
 
@@ -78,7 +82,7 @@ def set_record_attention(model: nn.Module, flag: bool | None = True) -> None:
 
 
 @contextmanager
-def recording_attention(model: nn.Module, flag: bool | None) -> Iterator[None]:
+def _recording_attention(model: nn.Module, flag: bool | None) -> Iterator[None]:
     """:func:`set_record_attention` for the ``with`` block only; the old settings come back after it."""
     saved = [(m, m.record_attention) for m in model.modules() if isinstance(m, HeadsAttention)]
     set_record_attention(model, flag)
@@ -127,7 +131,7 @@ class MultiHeadAttention(HeadsAttention):
         self.head_dim = embed_dim // num_heads
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
-        self.dropout = dropout
+        self.dropout_p = dropout
         self.batch_first = batch_first
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **factory)
@@ -265,14 +269,62 @@ def attend_heads(module: HeadsAttention, q: Tensor, k: Tensor, v: Tensor, out_pr
                  need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
     """The middle of every multi-head attention in the course: attend, merge heads, project.
 
-    ``module`` supplies ``dropout`` (a probability, applied in training) and receives the
+    ``module`` supplies ``dropout_p`` (a probability, applied in training) and receives the
     detached weights in ``attention_weights`` (None when ``need_weights`` is False).
 
     Shape:
         q (B, H, L, D), k and v (B, H, S, D), mask broadcastable to (B, H, L, S)
         (True = masked out) -> output (B, L, E), weights (B, H, L, S) or None.
     """
-    dropout = module.dropout if module.training else 0.0
+    dropout = module.dropout_p if module.training else 0.0
     out, weights = attend(q, k, v, mask, is_causal=is_causal, dropout_p=dropout, need_weights=need_weights)
     module.attention_weights = None if weights is None else weights.detach()
     return out_proj(merge_heads(out)), weights  # (B, L, E)
+
+
+class KVCache:
+    """The keys and values of the positions seen so far, per layer: what cached decoding
+    carries from one step to the next. The one cache of the course: GPT
+    (``model(idx, cache=cache)``), the Transformer decoder (:class:`TransformerState`) and
+    grouped-query attention use it.
+
+    A causal model's past never depends on the future, so the keys and values of earlier
+    positions never change: a step projects only its new positions and appends them with
+    :meth:`update` (in place). ``len(cache)`` is the number of cached positions t.
+
+    Shape:
+        ``keys[layer]`` and ``values[layer]``: (B, heads, t, D).
+    """
+
+    def __init__(self, keys: list[Tensor] | None = None, values: list[Tensor] | None = None) -> None:
+        self.keys: list[Tensor] = list(keys or [])
+        self.values: list[Tensor] = list(values or [])
+
+    def __len__(self) -> int:
+        return self.length(0)
+
+    def length(self, layer: int) -> int:
+        """Positions cached for ``layer`` (0 before its first :meth:`update`)."""
+        return self.keys[layer].shape[2] if layer < len(self.keys) else 0
+
+    def clear(self) -> None:
+        self.keys.clear()
+        self.values.clear()
+
+    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new (B, heads, T, D) keys/values of ``layer``; return all (B, heads, t+T, D)."""
+        if layer == len(self.keys):  # first call for this layer
+            self.keys.append(k)
+            self.values.append(v)
+        elif layer < len(self.keys):
+            self.keys[layer] = torch.cat([self.keys[layer], k], dim=2)  # (B, heads, t+T, D)
+            self.values[layer] = torch.cat([self.values[layer], v], dim=2)  # (B, heads, t+T, D)
+        else:
+            raise ValueError(f"layers must be cached in order: got layer {layer} with "
+                             f"{len(self.keys)} layers cached")
+        return self.keys[layer], self.values[layer]
+
+    def index_select(self, index: Tensor) -> "KVCache":
+        """A new cache whose row ``i`` is row ``index[i]`` of this one (beam search)."""
+        return KVCache([k.index_select(0, index) for k in self.keys],
+                       [v.index_select(0, index) for v in self.values])

@@ -85,13 +85,16 @@ class PositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """The alternative used by BERT and GPT: one trained vector per position.
+    """The alternative used by BERT and GPT: one trained vector per position, added, then dropout.
+
+    Args:
+        embed_dim, dropout, max_len: as in :class:`PositionalEncoding` (same order).
 
     Shape:
         X (B, T, E) with T <= max_len -> (B, T, E)
     """
 
-    def __init__(self, max_len: int, embed_dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, embed_dim: int, dropout: float = 0.0, max_len: int = 1000) -> None:
         super().__init__()
         self.embed_dim, self.max_len = embed_dim, max_len
         self.embedding = nn.Embedding(max_len, embed_dim)

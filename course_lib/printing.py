@@ -9,9 +9,14 @@ floats with :func:`fmt`, which
 
 * rounds to a fixed number of decimals, always in the same layout;
 * prints ``0.0000``, never ``-0.0000``, for a value that rounds to zero;
-* refuses (``ValueError``) to print a value that lies so close to a rounding boundary
-  that a machine with other last digits could round it the other way. The author then
-  chooses fewer (or more) decimals, so the committed output is a fact, not an accident.
+* warns (:class:`RoundingBoundaryWarning`, printed under the cell) when a value lies so
+  close to a rounding boundary that a machine with other last digits could round it the
+  other way. It still prints the value: a learner who changes a seed never gets an
+  exception from printing a number. For the committed lessons the warning is the guard:
+  nbval compares a cell's stderr too, so a fresh run that warns fails, and
+  tests/test_course_hygiene.py rejects a committed output that contains the warning. The
+  author then chooses fewer (or more) decimals, so the committed output is a fact, not an
+  accident.
 
 Example::
 
@@ -22,12 +27,13 @@ Example::
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Union
 
 import torch
 
-__all__ = ["fmt", "ROUNDING_TOLERANCE"]
+__all__ = ["fmt", "ROUNDING_TOLERANCE", "RoundingBoundaryWarning"]
 
 # Relative distance to a rounding boundary below which a value is considered ambiguous:
 # about ten float32 rounding steps.
@@ -36,6 +42,12 @@ __all__ = ["fmt", "ROUNDING_TOLERANCE"]
 ROUNDING_TOLERANCE = 1e-6
 
 Number = Union[float, int]
+
+
+class RoundingBoundaryWarning(UserWarning):
+    """A printed value could round differently on another machine (see the module docstring)."""
+
+
 Printable = Union[Number, torch.Tensor, Sequence]
 
 
@@ -49,11 +61,9 @@ def _fmt_one(v: float, decimals: int, tol: float) -> str:
     # distance to the nearest "...5" boundary, in units of the value
     boundary = math.floor(scaled) + 0.5
     if abs(scaled - boundary) / scale < tol * max(abs(v), 1.0 / scale):
-        raise ValueError(
-            f"{v!r} lies within {tol:g} (relative) of a rounding boundary at {decimals} decimals, "
-            "so another machine may print a different last digit; print it with "
-            f"{decimals - 1} or {decimals + 1} decimals instead"
-        )
+        warnings.warn(f"{v!r} lies within {tol:g} (relative) of a rounding boundary at {decimals} decimals, "
+                      "so another machine may print a different last digit; print it with "
+                      f"{decimals - 1} or {decimals + 1} decimals instead", RoundingBoundaryWarning, stacklevel=2)
     text = f"{v:.{decimals}f}"
     if float(text) == 0.0:
         text = text.lstrip("-")
@@ -67,14 +77,17 @@ def fmt(x: Printable, decimals: int = 4, *, tol: float = ROUNDING_TOLERANCE) -> 
         x: a Python number, a tensor of any shape (any float or int dtype) or a nested
             list/tuple of numbers.
         decimals: digits after the decimal point.
-        tol: relative distance to a rounding boundary below which the value is refused.
+        tol: relative distance to a rounding boundary below which a value is ambiguous.
 
     Returns:
         The value as text; tensors and sequences as nested ``[a, b, ...]`` lists.
 
+    Warns:
+        RoundingBoundaryWarning: if a value could round differently on another machine (see
+            the module docstring); the value is printed all the same.
+
     Raises:
-        ValueError: if a value could round differently on another machine (see the module
-            docstring), or if ``decimals`` is negative.
+        ValueError: if ``decimals`` is negative; TypeError: if ``x`` is not a number.
     """
     if decimals < 0:
         raise ValueError(f"decimals must be >= 0, got {decimals}")

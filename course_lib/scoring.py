@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import bias_from_mask, causal_mask, masked_softmax, merge_masks
+from course_lib.masking import causal_mask, masked_softmax, merge_masks, softmax_masked_out
 
 __all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention"]
 
@@ -82,40 +82,23 @@ def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
     _check_qkv(query, key, value)
     num_q, num_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    mask = merge_masks(mask, ~causal_mask(num_q, num_k, device=query.device) if is_causal else None,
-                       dtype=query.dtype)
-    dead = _rows_without_keys(mask)
     # PyTorch's fused kernel, when the weights are not wanted. On CPU it has no fused version
     # with dropout (it falls back to an unfused one, measured slower than the lines below:
     # benchmarks/bench_fused_training.py), so training with attention dropout stays here.
-    if not need_weights and dead is None and (dropout_p == 0.0 or query.device.type != "cpu"):
-        # (PyTorch's boolean masks mean "may attend")
-        fused_mask = ~mask if mask is not None and mask.dtype == torch.bool else mask
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=fused_mask,
-                                              dropout_p=dropout_p, scale=scale), None
-
+    fused = not need_weights and (dropout_p == 0.0 or query.device.type != "cpu")
+    if is_causal and (num_q != num_k or mask is not None or not fused):
+        # The causal mask as a tensor: only for cached steps (the queries are the last Q of
+        # K positions; a single one sees every key), with another mask, or for the weights.
+        future = None if num_q == 1 else ~causal_mask(num_q, num_k, device=query.device)  # (Q, K)
+        mask, is_causal = merge_masks(mask, future, dtype=query.dtype), False
+    if fused:  # queries and keys aligned: PyTorch gets is_causal itself and picks its kernel
+        keep = ~mask if mask is not None and mask.dtype == torch.bool else mask  # SDPA: True = may attend
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p,
+                                              is_causal=is_causal, scale=scale), None
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., Q, K); scaling q is cheaper
-    if mask is not None:
-        scores = scores + bias_from_mask(mask, scores.dtype)
-    if dead is None:
-        weights = torch.softmax(scores, dim=-1)
-    else:  # softmax of an all -inf row is NaN: give those rows zero weights instead
-        weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    weights = softmax_masked_out(scores, mask)  # a query with no key left: zero weights
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, value), (weights if need_weights else None)
-
-
-def _rows_without_keys(mask: Tensor | None) -> Tensor | None:
-    """(..., Q, 1) True for the queries that may attend to no key, or None if there are none.
-
-    Read off the mask (small, e.g. (B, 1, 1, K)) rather than the (..., Q, K) scores: most
-    calls have no such row and then skip the extra passes.
-    """
-    if mask is None:
-        return None
-    blocked = mask if mask.dtype == torch.bool else torch.isneginf(mask)
-    dead = blocked.all(dim=-1, keepdim=True)
-    return dead if bool(dead.any()) else None
 
 
 def _check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
@@ -200,8 +183,13 @@ class AdditiveAttention(nn.Module):
         if keys.shape[:2] != values.shape[:2]:
             raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
                              f"{tuple(values.shape)} must agree on B and K")
-        q, k = self.W_q(queries), self.W_k(keys)  # (B, Q, h), (B, K, h)
-        features = torch.tanh(q.unsqueeze(2) + k.unsqueeze(1))  # (B, Q, K, h)
+        return self.attend_projected(queries, self.W_k(keys), values, valid_lens)
+
+    def attend_projected(self, queries: Tensor, projected_keys: Tensor, values: Tensor,
+                         valid_lens: Tensor | None = None) -> Tensor:
+        """:meth:`forward` with the keys already projected, ``W_k keys`` (B, K, num_hiddens): a
+        decoder that asks one query per step of the same keys projects them once."""
+        features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
         self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from course_lib.data import check_token_ids
-from course_lib.masking import masked_softmax
+from course_lib.data import check_config, check_token_ids
 from course_lib.scoring import AdditiveAttention
 
 __all__ = [
@@ -76,11 +75,7 @@ class Seq2SeqConfig:
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_config(self, ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers"))
 
 
 # --------------------------------------------------------------------------- checks
@@ -274,11 +269,8 @@ class BahdanauDecoder(nn.Module):
         Returns:
             The context, (B, 1, h).
         """
-        att = self.attention
-        features = torch.tanh(att.W_q(query).unsqueeze(2) + state.projected_keys.unsqueeze(1))  # (B, 1, S, h)
-        scores = att.w_v(features).squeeze(-1)  # (B, 1, S)
-        att.attention_weights = masked_softmax(scores, state.src_valid_lens)
-        return torch.bmm(att.dropout(att.attention_weights), state.enc_outputs)  # (B, 1, h)
+        return self.attention.attend_projected(query, state.projected_keys, state.enc_outputs,
+                                               state.src_valid_lens)  # (B, 1, h)
 
     def forward(self, tokens: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
         check_token_ids(tokens, "tgt_in", "(B, L)")
@@ -308,11 +300,13 @@ class _EncoderDecoder(nn.Module):
     encoder: GRUEncoder
     decoder: nn.Module
 
-    def __init__(self, config: Seq2SeqConfig) -> None:
+    def __init__(self, config: Seq2SeqConfig, decoder: type[GRUDecoder] | type[BahdanauDecoder]) -> None:
         super().__init__()
         self.config = config
-        self.encoder = GRUEncoder(config.src_vocab_size, config.embed_size, config.num_hiddens,
-                                  config.num_layers, config.dropout)
+        sizes = (config.embed_size, config.num_hiddens, config.num_layers, config.dropout)
+        self.encoder = GRUEncoder(config.src_vocab_size, *sizes)
+        self.decoder = decoder(config.tgt_vocab_size, *sizes)
+        self.apply(init_seq2seq_weights)
 
     def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState | AttentionState:
         """Run the encoder and build the decoder's initial state.
@@ -407,10 +401,7 @@ class Seq2Seq(_EncoderDecoder):
     decoder: GRUDecoder
 
     def __init__(self, config: Seq2SeqConfig) -> None:
-        super().__init__(config)
-        self.decoder = GRUDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
-                                  config.num_layers, config.dropout)
-        self.apply(init_seq2seq_weights)
+        super().__init__(config, GRUDecoder)
 
     def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState:
         enc_outputs, enc_state = self.encoder(src, src_valid_lens)
@@ -434,10 +425,7 @@ class AttentionSeq2Seq(_EncoderDecoder):
     decoder: BahdanauDecoder
 
     def __init__(self, config: Seq2SeqConfig) -> None:
-        super().__init__(config)
-        self.decoder = BahdanauDecoder(config.tgt_vocab_size, config.embed_size, config.num_hiddens,
-                                       config.num_layers, config.dropout)
-        self.apply(init_seq2seq_weights)
+        super().__init__(config, BahdanauDecoder)
         self.attention_weights: Tensor | None = None
         self.last_attention_weights: Tensor | None = None
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "set_seed",
+    "setup_lesson",
+    "LessonSetup",
     "eval_mode",
     "masked_cross_entropy",
     "d2l_masked_softmax_ce",
@@ -67,6 +70,32 @@ def set_seed(seed: int, strict: bool = False) -> None:
     torch.backends.cudnn.deterministic = True
     if strict:
         torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+class LessonSetup(NamedTuple):
+    """What :func:`setup_lesson` returns: the training seed and the device."""
+
+    seed: int
+    device: torch.device
+
+
+def setup_lesson(precision: int = 4) -> LessonSetup:
+    """The first cell of every lesson: ``SEED, device = setup_lesson()``.
+
+    Seeds Python, NumPy and PyTorch with 0 (:func:`set_seed`), so that the lesson's examples
+    are the same on every run, and prints tensors with ``precision`` decimals, never in
+    scientific notation.
+
+    Returns:
+        The training seed, from the environment variable ``COURSE_SEED`` (default 0; the
+        lessons train with it, and benchmarks/bench_lesson_seeds.py runs them with others),
+        and the device, from ``COURSE_DEVICE`` (default ``"cpu"``: the lessons are sized for
+        a laptop CPU and their committed outputs come from one; ``COURSE_DEVICE=cuda`` runs
+        them on a GPU).
+    """
+    set_seed(0)
+    torch.set_printoptions(precision=precision, sci_mode=False)
+    return LessonSetup(int(os.environ.get("COURSE_SEED", "0")), torch.device(os.environ.get("COURSE_DEVICE", "cpu")))
 
 
 @contextmanager
@@ -508,7 +537,3 @@ def _train_epoch(model: nn.Module, train_data: Iterable[Any], loss_fn: Callable[
     history.epoch_steps.append(epoch_steps)
     if tokens_known and tokens > 0:
         history.tokens_per_second.append(tokens / max(seconds, 1e-9))
-
-
-# Checkpoints moved to their own module; importing them from here keeps working.
-from course_lib.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402,F401

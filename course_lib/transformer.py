@@ -34,9 +34,10 @@ with ``valid_lens_to_key_padding_mask``.
 Attention weights are recorded in evaluation mode only (training takes PyTorch's fused
 kernel); :meth:`Transformer.attention_maps` returns them per layer.
 
-The module reads: config, FFN, AddNorm and the residual wiring, the blocks and stacks,
-the model; then cached decoding and the weight copy from PyTorch's layers, in sections
-at the end.
+The module reads: config, FFN, AddNorm (the residual connection and layer norm around
+every sub-layer, which each block calls with the sub-layer), the blocks and stacks, the
+model; then cached decoding (one :class:`course_lib.multihead.KVCache` per state, as in
+GPT) and the weight copy from PyTorch's layers, in sections at the end.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.data import check_token_ids
+from course_lib.data import check_config, check_token_ids
 from course_lib.masking import valid_lens_to_key_padding_mask
-from course_lib.multihead import HeadsAttention, MultiHeadAttention, set_record_attention
+from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
 
 __all__ = [
@@ -99,16 +100,8 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff",
-                     "num_layers", "max_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
-                             f"(each head gets d_model / num_heads features); e.g. use d_model="
-                             f"{self.num_heads * max(1, round(self.d_model / self.num_heads))}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_config(self, ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "num_layers",
+                            "max_len"), "d_model", "num_heads")
 
 
 class PositionWiseFFN(nn.Module):
@@ -135,50 +128,46 @@ class PositionWiseFFN(nn.Module):
 
 
 class AddNorm(nn.Module):
-    """Residual connection followed by layer norm: LayerNorm(X + dropout(Y)).
+    """The residual connection and layer norm around one sub-layer ("add & norm").
 
-    ``Y`` is the output of a sub-layer applied to ``X``. The layer norm is applied once,
-    after the residual addition (not once per attention head). Pre-norm blocks use the
-    same two modules in the other order: X + dropout(sublayer(norm(X))).
+    * post-norm (the paper, ``norm_first=False``): ``LayerNorm(X + dropout(Y))`` with
+      ``Y = sublayer(X)``;
+    * pre-norm (``norm_first=True``): ``X + dropout(sublayer(LayerNorm(X)))``.
+
+    ``forward(X, Y)`` takes the sub-layer's output ``Y`` (post-norm: the lesson's
+    AddNorm(X, Y)) or the sub-layer itself, a callable that it applies in its norm order.
+    The blocks pass the sub-layer, so every block of the course runs through this
+    module's ``forward``. The layer norm is applied once per sub-layer (not once per head).
 
     Args:
         d_model: E.
-        dropout: dropout on ``Y`` before the addition.
+        dropout: dropout on the sub-layer's output before the addition.
         eps: LayerNorm epsilon.
+        norm_first: pre-norm if True, post-norm if False.
 
     Shape:
-        X (B, T, E), Y (B, T, E) -> (B, T, E)
+        X (B, T, E) and Y (B, T, E), or a sub-layer mapping (B, T, E) to (B, T, E) -> (B, T, E)
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5) -> None:
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5, norm_first: bool = False) -> None:
         super().__init__()
+        self.norm_first = norm_first
         self.dropout = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(d_model, eps=eps)
 
-    def forward(self, X: Tensor, Y: Tensor) -> Tensor:
+    def forward(self, X: Tensor, Y: Tensor | Callable[[Tensor], Tensor]) -> Tensor:
+        if not isinstance(Y, Tensor):  # the sub-layer: apply it in this module's norm order
+            Y = Y(self.norm(X)) if self.norm_first else Y(X)
+        elif self.norm_first:
+            raise ValueError("a pre-norm AddNorm normalises the sub-layer's input, so it needs the "
+                             "sub-layer (a callable), not its output")
         if X.shape != Y.shape:
             raise ValueError(f"the residual X and sub-layer output Y must have the same shape, "
                              f"got {tuple(X.shape)} and {tuple(Y.shape)}")
-        return self.norm(X + self.dropout(Y))
+        return X + self.dropout(Y) if self.norm_first else self.norm(X + self.dropout(Y))
 
 
-class _ResidualBlock(nn.Module):
-    """A block of sub-layers, each wrapped in a residual connection and a layer norm."""
-
-    norm_first: bool
-
-    def residual(self, X: Tensor, addnorm: AddNorm, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        """One sub-layer with its residual connection, in the block's norm order.
-
-        post-norm: LayerNorm(X + dropout(sublayer(X)))
-        pre-norm:  X + dropout(sublayer(LayerNorm(X)))
-        """
-        if self.norm_first:
-            return X + addnorm.dropout(sublayer(addnorm.norm(X)))
-        return addnorm.norm(X + addnorm.dropout(sublayer(X)))
-
-
-class TransformerEncoderBlock(_ResidualBlock):
+class TransformerEncoderBlock(nn.Module):
     """Self-attention and FFN, each with residual + layer norm.
 
     Args:
@@ -200,16 +189,16 @@ class TransformerEncoderBlock(_ResidualBlock):
         super().__init__()
         self.norm_first = norm_first
         self.attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
         self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
-        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         def self_attend(h: Tensor) -> Tensor:
             return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False,
-                                  need_weights=self.attention.records_attention())[0]
-        X = self.residual(X, self.addnorm1, self_attend)
-        return self.residual(X, self.addnorm2, self.ffn)
+                                  need_weights=self.attention._records())[0]
+        X = self.addnorm1(X, self_attend)
+        return self.addnorm2(X, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "TransformerEncoderBlock":
@@ -221,7 +210,7 @@ class TransformerEncoderBlock(_ResidualBlock):
         return _block_from_torch(cls, layer, {"attention": layer.self_attn})
 
 
-class TransformerDecoderBlock(_ResidualBlock):
+class TransformerDecoderBlock(nn.Module):
     """Causal self-attention, cross-attention to the encoder output, then FFN.
 
     In cross-attention the queries come from the decoder (the output of the first
@@ -243,25 +232,25 @@ class TransformerDecoderBlock(_ResidualBlock):
         self.norm_first = norm_first
         self.num_heads = num_heads
         self.self_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.addnorm1 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
         self.cross_attention = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
         self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
-        self.addnorm3 = AddNorm(d_model, dropout, layer_norm_eps)
+        self.addnorm3 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
 
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         """Teacher forcing: all L target positions at once, each seeing only its past."""
         def self_attend(h: Tensor) -> Tensor:
             return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False,
-                                       need_weights=self.self_attention.records_attention())[0]
+                                       need_weights=self.self_attention._records())[0]
 
         def cross_attend(h: Tensor) -> Tensor:
             return self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
                                         average_attn_weights=False,
-                                        need_weights=self.cross_attention.records_attention())[0]
-        X = self.residual(X, self.addnorm1, self_attend)
-        X = self.residual(X, self.addnorm2, cross_attend)
-        return self.residual(X, self.addnorm3, self.ffn)
+                                        need_weights=self.cross_attention._records())[0]
+        X = self.addnorm1(X, self_attend)
+        X = self.addnorm2(X, cross_attend)
+        return self.addnorm3(X, self.ffn)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "TransformerDecoderBlock":
@@ -276,55 +265,47 @@ class TransformerDecoderBlock(_ResidualBlock):
 
     # -- cached decoding (see the section at the end of the module)
 
-    def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Project the encoder output once for all decoding steps: two (B, H, S, D) tensors."""
-        return self.cross_attention.project_key_value(memory, memory)
-
-    def step(self, X: Tensor, past: tuple[Tensor, Tensor], cross: tuple[Tensor, Tensor], *,
-             memory_key_padding_mask: Tensor | None = None,
-             memory_keep: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def step(self, X: Tensor, cache: KVCache, cross: KVCache, layer: int = 0, *,
+             memory_key_padding_mask: Tensor | None = None) -> Tensor:
         """Process new target positions given the cached keys/values of the earlier ones.
 
         Args:
             X: (B, L_new, E) inputs of the new positions (usually L_new = 1).
-            past: self-attention keys and values of the t earlier positions, (B, H, t, D)
-                each (t may be 0).
-            cross: :meth:`cross_keys_values` of the encoder output.
+            cache: self-attention keys and values of the t earlier positions; this call
+                appends those of the new ones to ``cache``'s entry ``layer`` (in place).
+            cross: the cross-attention keys and values of the encoder output, projected once
+                (:meth:`Transformer.encode` fills entry ``layer``).
+            layer: which entry of the caches is this block's.
             memory_key_padding_mask: (B, S) bool, True = padding, as in :meth:`forward`.
-            memory_keep: the old, deprecated spelling: (B, 1, 1, S) bool, True at real
-                source positions. Use ``memory_key_padding_mask``.
 
         Returns:
-            ``(output (B, L_new, E), (keys, values))`` with keys and values now covering
-            t + L_new positions.
+            The output (B, L_new, E), equal to the last L_new rows of :meth:`forward`.
         """
-        if memory_keep is not None:  # old name, opposite convention: convert it here, once
-            memory_key_padding_mask = ~memory_keep.reshape(memory_keep.shape[0], -1)
         padding = None if memory_key_padding_mask is None else memory_key_padding_mask[:, None, None, :]
-        cached: list[Tensor] = []
 
         def self_attend(h: Tensor) -> Tensor:
             sa = self.self_attention
-            k, v = sa.project_key_value(h, h)  # (B, H, L_new, D) each
-            cached[:] = [torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)]  # (B, H, t+L_new, D)
+            k, v = cache.update(layer, *sa.project_key_value(h, h))  # (B, H, t+L_new, D) each
             # is_causal aligns the new queries with the *last* keys: query i sees t + i and before.
-            return sa.attend(sa.project_query(h), cached[0], cached[1], is_causal=True,
-                             need_weights=sa.records_attention())[0]
+            return sa.attend(sa.project_query(h), k, v, is_causal=True, need_weights=sa._records())[0]
 
         def cross_attend(h: Tensor) -> Tensor:
             ca = self.cross_attention
-            return ca.attend(ca.project_query(h), cross[0], cross[1], padding,
-                             need_weights=ca.records_attention())[0]  # (B, L_new, E)
-        X = self.residual(X, self.addnorm1, self_attend)
-        X = self.residual(X, self.addnorm2, cross_attend)
-        X = self.residual(X, self.addnorm3, self.ffn)
-        return X, (cached[0], cached[1])
+            return ca.attend(ca.project_query(h), cross.keys[layer], cross.values[layer], padding,
+                             need_weights=ca._records())[0]  # (B, L_new, E)
+        X = self.addnorm1(X, self_attend)
+        X = self.addnorm2(X, cross_attend)
+        return self.addnorm3(X, self.ffn)
 
 
-def _block_args(config: TransformerConfig) -> dict:
-    return dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff,
-                dropout=config.dropout, norm_first=config.norm_first,
-                layer_norm_eps=config.layer_norm_eps)
+def _blocks_and_norm(config: TransformerConfig, block: type) -> tuple[nn.ModuleList, nn.Module]:
+    """``num_layers`` blocks, and the final LayerNorm of a pre-norm stack (nothing else
+    normalises its residual stream; post-norm blocks end with their own)."""
+    blocks = nn.ModuleList(block(config.d_model, config.num_heads, config.d_ff, dropout=config.dropout,
+                                 norm_first=config.norm_first, layer_norm_eps=config.layer_norm_eps)
+                           for _ in range(config.num_layers))
+    norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else nn.Identity()
+    return blocks, norm
 
 
 class TransformerEncoder(nn.Module):
@@ -339,10 +320,7 @@ class TransformerEncoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(TransformerEncoderBlock(**_block_args(config))
-                                    for _ in range(config.num_layers))
-        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                                if config.norm_first else nn.Identity())
+        self.blocks, self.norm = _blocks_and_norm(config, TransformerEncoderBlock)
 
     def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         for block in self.blocks:
@@ -357,8 +335,6 @@ class TransformerEncoder(nn.Module):
         """Self-attention weights (B, H, S, S) of the last pass, per layer that recorded them."""
         return _recorded(block.attention for block in self.layers())
 
-    attention_weights = attention_maps  # the old name, kept as an alias
-
 
 class TransformerDecoder(nn.Module):
     """A stack of decoder blocks (plus a final LayerNorm when pre-norm).
@@ -369,10 +345,7 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(TransformerDecoderBlock(**_block_args(config))
-                                    for _ in range(config.num_layers))
-        self.norm: nn.Module = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                                if config.norm_first else nn.Identity())
+        self.blocks, self.norm = _blocks_and_norm(config, TransformerDecoderBlock)
 
     def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
         for block in self.blocks:
@@ -388,14 +361,6 @@ class TransformerDecoder(nn.Module):
         last pass, per layer that recorded them."""
         return {"decoder_self": _recorded(block.self_attention for block in self.layers()),
                 "cross": _recorded(block.cross_attention for block in self.layers())}
-
-    def self_attention_weights(self) -> list[Tensor]:
-        """``attention_maps()["decoder_self"]``."""
-        return self.attention_maps()["decoder_self"]
-
-    def cross_attention_weights(self) -> list[Tensor]:
-        """``attention_maps()["cross"]``."""
-        return self.attention_maps()["cross"]
 
 
 def _recorded(modules: Iterable[HeadsAttention]) -> list[Tensor]:
@@ -486,12 +451,10 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor, src_valid_lens: Tensor | None) -> TransformerState:
         """Run the encoder once and prepare the decoding state (no target tokens yet)."""
         memory, padding = self.encode_memory(src, src_valid_lens)
-        cross = [block.cross_keys_values(memory) for block in self.decoder.layers()]
-        batch, heads = src.shape[0], self.config.num_heads
-        empty = memory.new_zeros(batch, heads, 0, self.config.d_model // heads)  # (B, H, 0, D)
-        layers = len(self.decoder.blocks)
-        return TransformerState(memory, padding, [k for k, _ in cross], [v for _, v in cross],
-                                [empty] * layers, [empty] * layers, steps=0)
+        cross = KVCache()
+        for layer, block in enumerate(self.decoder.layers()):
+            cross.update(layer, *block.cross_attention.project_key_value(memory, memory))  # (B, H, S, D)
+        return TransformerState(memory, padding, KVCache(), cross)
 
     def decode_step(self, prev_tokens: Tensor, state: TransformerState) -> tuple[Tensor, TransformerState]:
         """Feed one token per row (``<bos>`` first) and get the next-token logits.
@@ -502,7 +465,7 @@ class Transformer(nn.Module):
 
         Args:
             prev_tokens: (B,) the previous token of every row.
-            state: from :meth:`encode` or the previous step.
+            state: from :meth:`encode` or the previous step (left unchanged).
 
         Returns:
             ``(logits (B, V), new_state)``. ``last_attention_weights`` is then the list of
@@ -512,20 +475,15 @@ class Transformer(nn.Module):
             raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
                              f"got {tuple(prev_tokens.shape)}")
         tokens = prev_tokens[:, None]  # (B, 1)
-        self._check_token_ids(tokens, "the decoded target", "1", offset=state.steps)
-        X = self._embed(self.tgt_embedding, tokens, offset=state.steps)  # (B, 1, E)
-        new_keys, new_values = [], []
-        for i, block in enumerate(self.decoder.layers()):
-            X, (k, v) = block.step(X, (state.self_keys[i], state.self_values[i]),
-                                   (state.cross_keys[i], state.cross_values[i]),
-                                   memory_key_padding_mask=state.src_key_padding_mask)
-            new_keys.append(k)
-            new_values.append(v)
+        steps = len(state.cache)
+        self._check_token_ids(tokens, "the decoded target", "1", offset=steps)
+        X = self._embed(self.tgt_embedding, tokens, offset=steps)  # (B, 1, E)
+        cache = KVCache(state.cache.keys, state.cache.values)  # a new cache: the old state stays valid
+        for layer, block in enumerate(self.decoder.layers()):
+            X = block.step(X, cache, state.cross, layer, memory_key_padding_mask=state.src_key_padding_mask)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
-        self.last_attention_weights = self.decoder.cross_attention_weights()
-        new_state = TransformerState(state.memory, state.src_key_padding_mask, state.cross_keys,
-                                     state.cross_values, new_keys, new_values, state.steps + 1)
-        return logits, new_state
+        self.last_attention_weights = self.decoder.attention_maps()["cross"]
+        return logits, TransformerState(state.memory, state.src_key_padding_mask, cache, state.cross)
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
         """Row ``i`` of the new state is row ``index[i]`` of ``state`` (beam search)."""
@@ -559,29 +517,26 @@ class TransformerState:
     """What :meth:`Transformer.decode_step` carries from one step to the next.
 
     Every tensor has the batch on its first axis (so :meth:`index_select` can reorder
-    beams). Per decoder layer: the cross-attention keys/values of the encoder output,
-    projected once, and the self-attention keys/values of the t target tokens seen so far.
+    beams). Per decoder layer, in two :class:`course_lib.multihead.KVCache`: the
+    self-attention keys/values of the t target tokens seen so far (``cache``; t =
+    ``len(cache)``) and the cross-attention keys/values of the encoder output, projected
+    once (``cross``).
 
     Shape:
-        memory (B, S, E); src_key_padding_mask (B, S); cross_keys / cross_values /
-        self_keys / self_values: one (B, H, S or t, D) tensor per layer.
+        memory (B, S, E); src_key_padding_mask (B, S); ``cache.keys[layer]`` (B, H, t, D);
+        ``cross.keys[layer]`` (B, H, S, D).
     """
 
     memory: Tensor
     src_key_padding_mask: Tensor
-    cross_keys: list[Tensor]
-    cross_values: list[Tensor]
-    self_keys: list[Tensor]
-    self_values: list[Tensor]
-    steps: int = 0
+    cache: KVCache
+    cross: KVCache
 
     def index_select(self, index: Tensor) -> "TransformerState":
         """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
-        pick = lambda ts: [t.index_select(0, index) for t in ts]  # noqa: E731
         return TransformerState(self.memory.index_select(0, index),
                                 self.src_key_padding_mask.index_select(0, index),
-                                pick(self.cross_keys), pick(self.cross_values),
-                                pick(self.self_keys), pick(self.self_values), self.steps)
+                                self.cache.index_select(index), self.cross.index_select(index))
 
 
 # --------------------------------------------------------------------------- interop with PyTorch

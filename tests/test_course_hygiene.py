@@ -62,7 +62,8 @@ def test_notebook_is_committed_executed_and_clean(path: Path) -> None:
             if out["output_type"] == "stream" and out["name"] == "stderr":
                 assert "NBVAL_IGNORE_OUTPUT" in src or "it/s" not in text, "a progress bar in a compared cell"
     first = "".join(code[0]["source"])
-    assert "manual_seed" in first or "set_seed" in first, "the first code cell must seed the random generators"
+    assert "setup_lesson()" in first, ("the first code cell must call setup_lesson() (seeds, print options, "
+                                      "COURSE_SEED, device): one set-up for every lesson")
 
 
 def test_glossary_is_up_to_date() -> None:
@@ -146,3 +147,16 @@ def test_no_raw_float_tensor_in_a_compared_output(path: Path) -> None:
             match = _RAW_FLOAT_TENSOR.search(text)
             assert match is None, (f"a raw float tensor in a compared output ({text[match.start():][:80]!r}): "
                                    f"print it with course_lib.printing.fmt\n{''.join(cell['source'])[:300]}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_rounding_boundary_warning_in_a_committed_output(path: Path) -> None:
+    # cl.fmt warns, and still prints, when a value could round differently on another machine
+    # (it never raises for a learner); the committed lessons must not contain such a value.
+    # nbval compares stderr as well, so a fresh run that warns fails there too.
+    for cell in _cells(path):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            assert "RoundingBoundaryWarning" not in text, (
+                f"{path.name}: a printed value lies on a rounding boundary; print it with other "
+                f"decimals\n{''.join(cell['source'])[:300]}")

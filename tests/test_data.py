@@ -9,14 +9,13 @@ from collections import Counter
 import pytest
 import torch
 
+from course_lib.tasks import copy_task_pairs, date_pairs
 from course_lib.data import (
     LMWindows,
     Seq2SeqBatch,
     Vocab,
     build_vocabs,
     char_tokenize,
-    copy_task_pairs,
-    date_pairs,
     detokenize,
     make_lm_loader,
     make_translation_loader,

@@ -10,6 +10,8 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.decoding import (
+    decode_sentences,
+    encode_sources,
     Seq2SeqModel,
     StepDecoder,
     beam_search,
@@ -424,3 +426,22 @@ def test_translate_truncates_long_sources_and_caps_max_len_with_warnings() -> No
     with pytest.warns(UserWarning, match="max_len=50 exceeds the model's 6 positions"):
         capped = translate(model, [short], vocab, vocab, str.split, max_len=50)
     assert capped == out[:1]
+
+
+def test_encode_sources_pads_right_and_ends_with_eos() -> None:
+    vocab = ToyVocab(["a", "b", "c"])
+    src, valid = encode_sources(["a b c", "b"], vocab, str.split)
+    assert src.tolist() == [vocab.encode(["a", "b", "c"]) + [EOS], vocab.encode(["b"]) + [EOS, 0, 0]]
+    assert valid.tolist() == [4, 2] and src.dtype == valid.dtype == torch.long
+    no_eos, lens = encode_sources(["a b c", "b"], vocab, str.split, append_eos=False)
+    assert no_eos.shape == (2, 3) and lens.tolist() == [3, 1]
+
+
+def test_decode_sentences_in_batches_equals_one_call_per_sentence() -> None:
+    vocab = ToyVocab(["a", "b", "c", "d", "e"])
+    model = PrefixModel(vocab=len(vocab.itos), seed=5, eos_bias=1.0)
+    sentences = ["a b c", "d", "e e a b", "c a", "b"]
+    got = decode_sentences(model, sentences, vocab, str.split, bos_id=BOS, eos_id=EOS, max_len=6, batch_size=2)
+    for sentence, ids in zip(sentences, got):
+        src, valid = encode_sources([sentence], vocab, str.split)
+        assert ids == greedy_decode(model, src, valid, bos_id=BOS, eos_id=EOS, max_len=6)[0]

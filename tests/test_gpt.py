@@ -65,9 +65,39 @@ def test_causal_self_attention_matches_torch_mha() -> None:
     x = torch.randn(2, 6, 16, dtype=torch.double)
     future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True = masked out (MHA convention)
     expected, expected_w = mha(x, x, x, attn_mask=future, average_attn_weights=False)
-    attn.record_weights = True
+    attn.record_attention = True
     torch.testing.assert_close(attn(x), expected)
     torch.testing.assert_close(attn.attention_weights, expected_w)
+
+
+@pytest.mark.parametrize("prompt", [1, 3])
+def test_written_out_attention_equals_the_fused_call(prompt: int) -> None:
+    # CausalSelfAttention holds softmax(QK^T / sqrt(D)) V written out (when it records the
+    # weights) and F.scaled_dot_product_attention (when not): the two agree in float64, without
+    # a cache, with a prompt of several positions then one, and with several new positions
+    # after cached ones (the offset mask).
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(GPTConfig(V, n_head=4, n_embd=16)).double().eval()
+    x = torch.randn(2, 7, 16, dtype=torch.double)
+    outputs = {}
+    for flag in (True, False):
+        attn.record_attention = flag
+        cache = KVCache()
+        parts = [attn(x[:, :prompt], cache), attn(x[:, prompt:prompt + 1], cache), attn(x[:, prompt + 1:], cache)]
+        outputs[flag] = (attn(x), torch.cat(parts, dim=1))
+        assert (attn.attention_weights is not None) == flag
+    for written, fused in zip(outputs[True], outputs[False]):
+        torch.testing.assert_close(written, fused, rtol=0, atol=1e-12)
+    torch.testing.assert_close(outputs[True][1], outputs[True][0], rtol=0, atol=1e-12)
+
+
+def test_attention_is_written_out_in_the_gpt_module() -> None:
+    # what a learner opening course_lib/gpt.py finds: the formula and the fused call side by side
+    import inspect
+
+    source = inspect.getsource(CausalSelfAttention.forward)
+    assert "q @ k.transpose(-2, -1) / math.sqrt(" in source and "torch.softmax(scores" in source
+    assert "F.scaled_dot_product_attention(" in source
 
 
 @pytest.mark.parametrize("train", [True, False])

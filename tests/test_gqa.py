@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.gpt import GPT, GPTConfig, KVCache
+from course_lib.gpt import GPT, GPTConfig
+from course_lib.multihead import KVCache
 from course_lib.gqa import GroupedQueryAttention, kv_cache_bytes_per_token, repeat_kv
 from course_lib.multihead import MultiHeadAttention, split_heads
 
@@ -116,3 +117,20 @@ def test_gradcheck_and_errors():
         GroupedQueryAttention(24, 6, 4)
     with pytest.raises(ValueError, match=r"\(B, L, E=8\)"):
         gqa(torch.randn(3, 8), x, x)
+
+
+def test_records_attention_weights_like_every_attention_module():
+    # the HeadsAttention contract: per-head weights (B, H, L, S) recorded in evaluation mode,
+    # None in training (fused kernel); G = H gives MultiHeadAttention's weights
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).double().eval()
+    gqa = GroupedQueryAttention.from_multihead(mha).eval()
+    x = torch.randn(2, 5, 16, dtype=F64)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    gqa(x, x, x, key_padding_mask=padding)
+    _, expected = mha(x, x, x, key_padding_mask=padding, average_attn_weights=False)
+    assert gqa.attention_weights is not None and gqa.attention_weights.shape == (2, 4, 5, 5)
+    torch.testing.assert_close(gqa.attention_weights, expected, rtol=0, atol=1e-12)
+    assert torch.all(gqa.attention_weights[1, :, :, 3:] == 0)  # padded keys: exactly zero weight
+    gqa.train()(x, x, x)
+    assert gqa.attention_weights is None

@@ -7,7 +7,6 @@ import torch
 
 from course_lib.masking import (
     causal_mask,
-    key_padding_mask_to_valid_lens,
     masked_softmax,
     merge_masks,
     valid_lens_to_key_padding_mask,
@@ -42,20 +41,12 @@ def test_valid_lens_to_mask_matches_brute_force(valid_lens):
     assert torch.equal(keep, _brute_force_keep(valid_lens, 2, 5))
 
 
-def test_key_padding_mask_is_negated_keep_mask_and_round_trips():
+def test_key_padding_mask_is_negated_keep_mask():
     valid_lens = torch.tensor([3, 1, 4, 0])
     kpm = valid_lens_to_key_padding_mask(valid_lens, 4)
     assert kpm.shape == (4, 4) and kpm.dtype == torch.bool
     assert torch.equal(kpm, ~valid_lens_to_mask(valid_lens, 1, 4)[:, 0])
     assert torch.equal(kpm[0], torch.tensor([False, False, False, True]))  # True = padding
-    assert torch.equal(key_padding_mask_to_valid_lens(kpm), valid_lens)
-
-
-def test_key_padding_mask_to_valid_lens_rejects_left_padding():
-    with pytest.raises(ValueError, match="not right padding"):
-        key_padding_mask_to_valid_lens(torch.tensor([[True, False, False]]))
-    with pytest.raises(ValueError, match=r"boolean \(B, K\)"):
-        key_padding_mask_to_valid_lens(torch.zeros(2, 3))
 
 
 @pytest.mark.parametrize("valid_lens, message", [

@@ -174,7 +174,7 @@ def test_from_torch_rejects_bias_kv():
 def test_from_torch_keeps_training_mode_and_dtype():
     ref = nn.MultiheadAttention(E, H, dropout=0.1).eval()
     ours = MultiHeadAttention.from_torch(ref)
-    assert not ours.training and ours.dropout == 0.1 and ours.batch_first is False
+    assert not ours.training and ours.dropout_p == 0.1 and ours.batch_first is False
     assert MultiHeadAttention.from_torch(ref.double()).q_proj.weight.dtype == F64
 
 

@@ -304,3 +304,57 @@ def test_typical_mistakes_give_different_outputs(mistake):
     # while a correct re-implementation agrees
     scores = (q @ k.transpose(-2, -1) / 8).masked_fill(~keep, float("-inf"))
     torch.testing.assert_close(torch.softmax(scores, -1) @ v, ours)
+
+
+def test_attention_calls_make_no_host_synchronisation(monkeypatch):
+    # On a GPU, reading a tensor's value on the host (bool(), .item(), .tolist()) waits for the
+    # device. No attention call of the library does it, with any mask or is_causal.
+    from course_lib.multihead import MultiHeadAttention
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("host synchronisation inside an attention call")
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 4, 8, dtype=F64)
+    padding = torch.tensor([[False] * 4, [True] * 4])  # the second row has no key at all
+    for name in ("__bool__", "item", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    for training in (False, True):
+        mha.train(training)
+        for need_weights in (False, True):
+            out, _ = mha(x, x, x, key_padding_mask=padding, need_weights=need_weights)
+            mha(x, x, x, is_causal=True, need_weights=need_weights)
+    monkeypatch.undo()
+    assert torch.equal(out[1], mha.out_proj.bias.expand(4, 8))  # no key: zero attention output
+
+
+def test_is_causal_reaches_pytorch_when_queries_and_keys_align(monkeypatch):
+    # aligned queries and keys: is_causal goes to F.scaled_dot_product_attention itself (no mask
+    # tensor), so PyTorch can choose a causal kernel; a cached step of several queries gets the
+    # offset mask; a single cached query needs none
+    import course_lib.scoring as scoring
+    from course_lib.scoring import attend
+
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append((kwargs.get("attn_mask"), kwargs.get("is_causal")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scoring.F, "scaled_dot_product_attention", spy)
+    q4, k4, v4 = _qkv(2, q=4, k=4)
+    q2, k6, v6 = _qkv(2, q=2, k=6)
+    attend(q4, k4, v4, is_causal=True, need_weights=False)
+    attend(q2, k6, v6, is_causal=True, need_weights=False)
+    attend(q2[..., :1, :], k6, v6, is_causal=True, need_weights=False)
+    assert calls[0] == (None, True)
+    assert calls[1][1] is False and torch.equal(calls[1][0], causal_mask(2, 6))  # keep mask, offset 4
+    assert calls[2] == (None, False)
+    monkeypatch.undo()
+    for q, k, v in ((q4, k4, v4), (q2, k6, v6)):  # the fused calls equal the written-out formula
+        fused, _ = attend(q, k, v, is_causal=True, need_weights=False)
+        written, weights = attend(q, k, v, is_causal=True)
+        torch.testing.assert_close(fused, written, rtol=0, atol=1e-12)
+        assert torch.all(weights.masked_select(~causal_mask(q.shape[-2], k.shape[-2])) == 0)

@@ -252,7 +252,8 @@ def test_plain_decoder_feeds_the_same_context_at_every_step():
 
 @pytest.mark.parametrize("cls", MODELS)
 def test_overfits_a_tiny_copy_task_and_decodes_greedily(cls):
-    from course_lib.data import build_vocabs, copy_task_pairs, make_translation_loader
+    from course_lib.data import build_vocabs, make_translation_loader
+    from course_lib.tasks import copy_task_pairs
     from course_lib.decoding import beam_search, greedy_decode
     from course_lib.training import TrainConfig, fit, seq2seq_loss
 

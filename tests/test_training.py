@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.checkpoints import load_checkpoint, save_checkpoint
 from course_lib.training import (
     History,
     TrainConfig,
@@ -21,10 +22,8 @@ from course_lib.training import (
     evaluate_loss,
     fit,
     lm_loss,
-    load_checkpoint,
     masked_cross_entropy,
     move_to_device,
-    save_checkpoint,
     seq2seq_loss,
     set_seed,
 )
@@ -389,3 +388,30 @@ def test_evaluate_loss_restores_train_mode_when_the_loss_raises() -> None:
     with pytest.raises(ValueError, match="bad batch"):
         evaluate_loss(model, [torch.zeros(1, 2)], failing_loss)
     assert model.training
+
+
+def test_setup_lesson_seeds_sets_print_options_and_reads_the_environment(monkeypatch):
+    import random
+
+    import numpy as np
+
+    from course_lib.training import setup_lesson
+
+    monkeypatch.setenv("COURSE_SEED", "3")
+    monkeypatch.setenv("COURSE_DEVICE", "meta")  # any device name; "cuda" on a GPU
+    saved = torch._tensor_str.PRINT_OPTS.precision
+    try:
+        torch.set_printoptions(precision=7)
+        seed, device = setup_lesson()
+        drawn = (random.random(), float(np.random.rand()), float(torch.rand(())))
+        assert torch._tensor_str.PRINT_OPTS.precision == 4 and not torch._tensor_str.PRINT_OPTS.sci_mode
+    finally:
+        torch.set_printoptions(precision=saved)
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    assert drawn == (random.random(), float(np.random.rand()), float(torch.rand(())))  # the lessons' seed 0
+    assert (seed, device) == (3, torch.device("meta"))
+    monkeypatch.delenv("COURSE_SEED")
+    monkeypatch.delenv("COURSE_DEVICE")
+    assert tuple(setup_lesson()) == (0, torch.device("cpu"))

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.decoding import greedy_decode
+from course_lib.multihead import KVCache
 from course_lib.transformer import (
     AddNorm,
     PositionWiseFFN,
@@ -58,6 +59,42 @@ def test_ffn_and_addnorm_formulas() -> None:
     torch.testing.assert_close(addnorm(x, y), normed * addnorm.norm.weight + addnorm.norm.bias)
     with pytest.raises(ValueError, match="same shape"):
         addnorm(x, y[:, :2])
+    # given the sub-layer instead of its output: post-norm applies it to X, pre-norm to norm(X)
+    torch.testing.assert_close(addnorm(x, ffn), addnorm(x, ffn(x)))
+    pre = AddNorm(6, norm_first=True).double()
+    pre.load_state_dict(addnorm.state_dict())
+    torch.testing.assert_close(pre(x, ffn), x + ffn(addnorm.norm(x)))
+    with pytest.raises(ValueError, match="needs the sub-layer"):
+        pre(x, y)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_blocks_run_through_addnorm(norm_first: bool) -> None:
+    # The module lesson 7 builds is the one that runs: every sub-layer of both blocks, in both
+    # norm orders and in cached decoding, goes through AddNorm.forward. A forward hook that
+    # changes AddNorm's output must change the block's output, and it is called once per sub-layer.
+    torch.manual_seed(0)
+    enc = TransformerEncoderBlock(8, 2, 16, norm_first=norm_first).double().eval()
+    dec = TransformerDecoderBlock(8, 2, 16, norm_first=norm_first).double().eval()
+    x, memory = torch.randn(2, 4, 8, dtype=torch.double), torch.randn(2, 3, 8, dtype=torch.double)
+    cache, cross = KVCache(), KVCache()
+    cross.update(0, *dec.cross_attention.project_key_value(memory, memory))
+    runs = {"encoder": lambda: enc(x), "decoder": lambda: dec(x, memory),
+            "decoder step": lambda: dec.step(x[:, :1], KVCache(), cross)}
+    blocks = {"encoder": enc, "decoder": dec, "decoder step": dec}
+    for name, run in runs.items():
+        plain = run()
+        calls: list[str] = []
+        addnorms = [(n, m) for n, m in blocks[name].named_modules() if isinstance(m, AddNorm)]
+        assert [n for n, _ in addnorms] == (["addnorm1", "addnorm2"] if name == "encoder"
+                                            else ["addnorm1", "addnorm2", "addnorm3"])
+        hooks = [m.register_forward_hook(lambda mod, args, out, n=n: (calls.append(n), out + 1.0)[1])
+                 for n, m in addnorms]
+        shifted = run()
+        for h in hooks:
+            h.remove()
+        assert calls == [n for n, _ in addnorms], name
+        assert (shifted - plain).abs().amax() > 0.1, name  # what AddNorm returns is what the block returns
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -163,7 +200,6 @@ def test_attention_weights_are_recorded_in_eval_only_unless_asked() -> None:
     model.set_record_attention(None)  # back to the default: evaluation mode only
     model(src, valid, tgt)
     assert [len(ws) for ws in model.attention_maps().values()] == [2, 2, 2]
-    assert model.encoder.attention_weights() == model.encoder.attention_maps()  # old name, an alias
 
 
 def test_attention_is_zero_on_padded_source() -> None:
@@ -213,7 +249,7 @@ def test_cached_decode_steps_equal_forward(norm_first: bool) -> None:
         for i in range(tgt.shape[1]):
             logits, state = model.decode_step(tgt[:, i], state)
             steps.append(logits)
-            assert state.self_keys[0].shape == (3, 4, i + 1, 4)  # one cached key per token
+            assert state.cache.keys[0].shape == (3, 4, i + 1, 4)  # one cached key per token
     torch.testing.assert_close(torch.stack(steps, dim=1), full, rtol=0, atol=1e-10)
     assert [tuple(w.shape) for w in model.last_attention_weights] == [(3, 4, 1, 7)] * 2
 
@@ -239,11 +275,25 @@ def test_decoder_block_step_in_chunks() -> None:
     block = TransformerDecoderBlock(8, 2, 16, norm_first=True).double().eval()
     x, memory = torch.randn(2, 5, 8, dtype=torch.double), torch.randn(2, 4, 8, dtype=torch.double)
     full = block(x, memory)
-    empty = x.new_zeros(2, 2, 0, 4)
-    cross = block.cross_keys_values(memory)
-    first, past = block.step(x[:, :3], (empty, empty), cross)
-    second, _ = block.step(x[:, 3:], past, cross)
+    cache, cross = KVCache(), KVCache()
+    cross.update(0, *block.cross_attention.project_key_value(memory, memory))
+    first = block.step(x[:, :3], cache, cross)
+    second = block.step(x[:, 3:], cache, cross)  # two new queries after three cached positions
     torch.testing.assert_close(torch.cat([first, second], dim=1), full)
+    assert len(cache) == 5
+
+
+def test_decode_step_leaves_the_old_state_valid() -> None:
+    # the cache grows in place, but decode_step hands back a new one: the state passed in can
+    # be stepped again (as beam search and the decoding tests do) with the same result
+    model = make_model().eval()
+    src, valid, tgt = make_batch()
+    with torch.no_grad():
+        _, state = model.decode_step(tgt[:, 0], model.encode(src, valid))
+        first, after = model.decode_step(tgt[:, 1], state)
+        again, _ = model.decode_step(tgt[:, 1], state)
+    assert len(state.cache) == 1 and len(after.cache) == 2
+    torch.testing.assert_close(first, again, rtol=0, atol=0)
 
 
 def test_positions_are_encoded() -> None:
@@ -292,7 +342,7 @@ def test_clear_errors() -> None:
     state = model.encode(src, valid)
     with pytest.raises(ValueError, match=r"prev_tokens must have shape \(B,\)"):
         model.decode_step(tgt[:2, 0], state)
-    state.steps = 24
+    state.cache.update(0, *(torch.zeros(3, 4, 24, 4, dtype=torch.double),) * 2)  # 24 positions cached
     with pytest.raises(ValueError, match="max_len"):
         model.decode_step(tgt[:, 0], state)
 
