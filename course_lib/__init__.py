@@ -47,6 +47,9 @@ from course_lib.training import setup_lesson
 # Plotting pulls in matplotlib.pyplot (slow to import, and not needed by the autograder's
 # sandbox), so ``course_lib.plots`` and its functions load on first use. This list must
 # is ``plots.__all__`` (plots.py reads it from here).
+# The one version string of the distribution (pyproject.toml reads it; `course-grade` prints it).
+__version__ = "0.2.0"
+
 _LAZY_PLOTS = (
     "attention_heatmap",
     "attention_grid",
