@@ -27,7 +27,7 @@ from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, T
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
-from course_grader.sandbox import UNSAFE_NOTE, SandboxConfig, SandboxDied, set_child_subreaper
+from course_grader.sandbox import SandboxConfig, unsafe_note, SandboxDied, set_child_subreaper
 
 __all__ = ["TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
@@ -57,6 +57,10 @@ class NotebookResult:
     cells: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     duration: float = 0.0
+    #: which memory bound applied to the learner's processes (memory cgroup or RLIMIT_AS)
+    memory_bound: str = ""
+    #: which system-call filter applied (course_grader.policy)
+    seccomp: str = ""
 
 
 @dataclass
@@ -244,6 +248,20 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     if session is None:
         out.message = "not run: the sandbox could not start"
         return out
+    if public_only:
+        # the learner's self-check: the test cells come from the checked notebook itself, so
+        # they are learner code and run in the sandbox, never in this process (issue 19)
+        run = session.exec_cell(test.index, source_text)
+        out.passed = run.status == "ok"
+        out.points = test.points if out.passed else 0.0
+        if not out.passed:
+            text = run.message
+            for prefix in ("CheckFailed: ", "AssertionError: "):
+                if text.startswith(prefix):
+                    text = text[len(prefix):]
+            out.message = text.strip() or "a check failed"
+            out.details = run.traceback
+        return out
     try:
         ns = session.namespace()
     except SandboxDied as exc:
@@ -282,6 +300,52 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     return out
 
 
+def _names_used(code: str) -> dict[str, set[str]] | None:
+    """Top-level functions and classes defined in ``code`` -> the names each one uses
+    (parsed, never run; None when the cell does not parse as Python)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return out
+
+
+def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[TestOutcome]) -> None:
+    """A failing test whose learner function uses another learner function that failed its
+    own check says so: "DotProductAttention uses your masked_softmax, which failed its own
+    check test_masked_softmax; fix it first" (issue 19: otherwise the two correct classes
+    built on a wrong masked_softmax fail with no pointer to the cause)."""
+    defs: dict[str, set[str]] = {}
+    for step in steps:
+        if step.kind == "learner" and len(step.source) < 200_000:
+            defs.update(_names_used(step.source) or {})
+    if not defs:
+        return
+    subjects: dict[str, set[str]] = {}
+    for test in tests:
+        try:
+            used = {n.id for n in ast.walk(ast.parse(test.source)) if isinstance(n, ast.Name)}
+        except (SyntaxError, ValueError, RecursionError):
+            used = set()
+        subjects[test.grade_id] = used & set(defs)
+    failed = [o for o in outcomes if not o.passed and not o.skipped]
+    for out in failed:
+        hints = []
+        for name in sorted(subjects.get(out.grade_id, ())):
+            for callee in sorted((defs[name] & set(defs)) - {name}):
+                owners = [o.grade_id for o in failed
+                          if o is not out and callee in subjects.get(o.grade_id, ()) and name not in subjects.get(o.grade_id, ())]
+                if owners:
+                    hints.append(f"{name} uses your {callee}, which failed its own check ({', '.join(owners)}): "
+                                 f"fix {callee} first")
+        if hints:
+            out.message = (out.message + " — note: " + "; ".join(dict.fromkeys(hints)))
+
+
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                    config: SandboxConfig | None = None, seed: int | None = None, column_prefix: str = "",
                    public_only: bool = False, student: str | None = None) -> NotebookResult:
@@ -305,7 +369,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     start = time.monotonic()
     result = NotebookResult(source.name, "ok")
     if config.isolation == "none":
-        result.notes.append(UNSAFE_NOTE)
+        result.notes.append(unsafe_note(config))
     if submission is None:
         result.status = "missing"
         result.tests = _fail_all(source, column_prefix, "no notebook submitted")
@@ -330,6 +394,11 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         try:
             assert session is not None
             session.start()
+            if session.sandbox is not None:
+                result.memory_bound = session.sandbox.memory_bound
+                if config.isolation == "bwrap":
+                    from course_grader.policy import seccomp_support
+                    result.seccomp = seccomp_support()[1]
         except SandboxDied as exc:
             result.notes.append(str(exc))
             if session is not None:
@@ -375,6 +444,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             result.status = "sandbox died"
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
+    _point_to_failed_callees(plan.steps, source.tests, result.tests)
     result.duration = round(time.monotonic() - start, 3)
     _bound_notebook(result)
     return result

@@ -218,6 +218,7 @@ def test_sandbox_is_isolated(session):
 def test_release_source_matches_nbgrader_output():
     source = json.loads(SOLUTION.read_text())
     released = json.loads(STUB.read_text())
+    released["cells"] = [c for c in released["cells"] if c.get("id") != "about-the-checks"]  # added at release
     for src_cell, rel_cell in zip(source["cells"], released["cells"]):
         meta = src_cell["metadata"].get("nbgrader", {})
         ours = release_source("".join(src_cell["source"]), solution=bool(meta.get("solution")),

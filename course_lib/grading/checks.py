@@ -237,26 +237,31 @@ def _fmt(x: torch.Tensor) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
-def assert_equal(actual: Any, expected: Any, *, name: str) -> None:
+def assert_equal(actual: Any, expected: Any, *, name: str, show_expected: bool = False) -> None:
     """Exact equality of plain values (numbers, strings, tuples, shapes).
 
     Only plain Python values are accepted, so an object with an always-true ``__eq__``
     does not pass. Tensors are compared with ``torch.equal`` (same shape and values).
+
+    The failure message shows what the learner gave, never the expected value unless
+    ``show_expected`` (a hidden short answer must not reach every wrong learner's feedback;
+    public checks whose expected value is in the released notebook anyway may show it).
     """
     __tracebackhide__ = True
     if isinstance(expected, torch.Size):
         expected = tuple(expected)
     if isinstance(actual, torch.Size):
         actual = tuple(actual)
+    want = f"expected {_short_repr(expected)}, " if show_expected else ""
     if isinstance(expected, torch.Tensor):
         actual = _to_tensor(actual)
         if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or not torch.equal(actual, expected):
-            raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
+            raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
         return
     if not _is_plain_value(actual):
-        raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_describe(actual)}")
+        raise CheckFailed(f"{name}: {want}got {_describe(actual)}, which is not the right value")
     if type(actual) is bool and type(expected) is not bool or actual != expected:
-        raise CheckFailed(f"{name}: expected {_short_repr(expected)}, got {_short_repr(actual)}")
+        raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
 
 
 def _is_plain_value(value: Any) -> bool:
