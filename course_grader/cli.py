@@ -9,9 +9,8 @@ Learner::
 
     course-grade --check exercises/lesson03_scoring/scoring.ipynb [--release RELEASED.ipynb]
 
-Author (regenerate ``exercises/`` from ``solutions/`` with nbgrader)::
-
-    python -m course_grader generate [ASSIGNMENT ...]
+Authors regenerate ``exercises/`` from ``solutions/`` with ``bash scripts/generate_exercises.sh``
+(the authoring and QA tools live in the repository's ``tests/grading_dev/``, not in the grader).
 
 The answer key is ``--answer-key PATH``, else ``source/<assignment>/`` of the nbgrader course
 around ``SUBMISSIONS_DIR`` or the current folder (the course repository's own
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Sequence
 
 from course_grader.notebook import Assignment, NotebookError
-from course_grader.runner import NotebookResult, SubmissionResult, TestOutcome
+from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
 
@@ -139,8 +138,8 @@ def _error_result(assignment: Assignment, student: str, message: str) -> Submiss
     for name, src in assignment.notebooks.items():
         tests = [TestOutcome(t.grade_id, (f"{name}:" if multi else "") + t.grade_id, 0.0, t.points, False,
                              f"not graded: {message}", hidden=t.has_hidden) for t in src.tests]
-        nbs.append(NotebookResult(name, "grader error", tests, notes=[message]))
-    return SubmissionResult(student, assignment.name, "grader error", 0.0, assignment.max_points, nbs)
+        nbs.append(NotebookResult(name, Status.GRADER_ERROR, tests, notes=[message]))
+    return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
 
 
 #: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
@@ -284,7 +283,7 @@ def check_notebook(path: str | Path, assignment: str | None = None, config: Sand
     return 0 if report.ok else 1
 
 
-SUBCOMMANDS = ("grade", "check", "init-course", "generate")
+SUBCOMMANDS = ("grade", "check", "init-course")
 
 
 def _limits(p: argparse.ArgumentParser) -> None:
@@ -307,7 +306,7 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="Without a subcommand, `course-grade ASSIGNMENT SUBMISSIONS_DIR ...` means "
                                        "`grade` and `course-grade --check NOTEBOOK` means `check`. "
                                        "Docs: docs/GRADING.md")
-    sub = p.add_subparsers(dest="command", metavar="{grade,check,init-course,generate}")
+    sub = p.add_subparsers(dest="command", metavar="{grade,check,init-course}")
     g = sub.add_parser("grade", help="grade a class: one sub-folder (or .ipynb) per learner",
                        description="Grade every learner's submission of one assignment in the sandbox.")
     g.add_argument("assignment", help="assignment name (folder of the course's source/) or path")
@@ -342,11 +341,6 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--from", dest="source", metavar="SOLUTIONS_DIR", default=None,
                    help="the folder of instructor source assignments (the course repository's solutions/; "
                         "default: ./solutions when it exists)")
-    n = sub.add_parser("generate", help="(authors) regenerate exercises/ from solutions/ with nbgrader",
-                       description="Regenerate exercises/ from solutions/ with nbgrader.")
-    n.add_argument("assignments", nargs="*")
-    n.add_argument("--root", default=".", help="the course repository (default: the current folder)")
-    n.add_argument("--release-dir", default=None)
     return p
 
 
@@ -388,11 +382,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help(sys.stderr)
         return 2
     args = _parser().parse_args(args_list)
-    if args.command == "generate":
-        from course_grader.generate import generate_exercises
-        for path in generate_exercises(args.root, args.release_dir, args.assignments or None):
-            print(f"generated {path}")
-        return 0
     if args.command == "init-course":
         from course_grader.nbgrader_course import init_course
         source = Path(args.source) if args.source else Path("solutions")

@@ -20,16 +20,17 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from course_lib.grading import checks
+from course_grader import checks
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
 from course_grader.sandbox import SandboxConfig, unsafe_note, SandboxDied, set_child_subreaper
 
-__all__ = ["TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
+__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
 
 @dataclass
@@ -52,7 +53,7 @@ class NotebookResult:
     """Results for one notebook of a submission."""
 
     notebook: str
-    status: str
+    status: Status
     tests: list[TestOutcome] = field(default_factory=list)
     cells: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -69,7 +70,7 @@ class SubmissionResult:
 
     student: str
     assignment: str
-    status: str
+    status: Status
     total: float
     max_total: float
     notebooks: list[NotebookResult] = field(default_factory=list)
@@ -88,12 +89,44 @@ class SubmissionResult:
         nbs = []
         for nb in data.get("notebooks", []):
             tests = [TestOutcome(**t) for t in nb.get("tests", [])]
-            nbs.append(NotebookResult(**{**nb, "tests": tests}))
-        return cls(**{**data, "notebooks": nbs})
+            nbs.append(NotebookResult(**{**nb, "tests": tests, "status": Status(nb["status"])}))
+        return cls(**{**data, "notebooks": nbs, "status": Status(data["status"])})
 
 
-_STATUS_RANK = {"ok": 0, "timeout": 2, "sandbox died": 2, "invalid notebook": 3, "refused": 3, "missing": 3,
-                "grader error": 4}
+class Status(str, Enum):
+    """The status of a graded notebook and of a submission (the worst of its notebooks).
+
+    A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"            # the learner's code was stopped (the sandbox restarted once)
+    SANDBOX_DIED = "sandbox died"
+    INVALID = "invalid notebook"   # not JSON, truncated, nested too deeply, ...
+    REFUSED = "refused"            # a link, a FIFO, a device, too big
+    MISSING = "missing"
+    GRADER_ERROR = "grader error"  # a bug of ours: the row is still written, with zeros
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Status.OK: 0, Status.TIMEOUT: 2, Status.SANDBOX_DIED: 2, Status.INVALID: 3, Status.REFUSED: 3,
+         Status.MISSING: 3, Status.GRADER_ERROR: 4}
+
+
+def worst(statuses: "list[Status | str]") -> Status:
+    """The status of a submission: the worst of its notebooks' (ties: the first)."""
+    out = Status.OK
+    for s in statuses:
+        s = Status(s)
+        if s.rank > out.rank:
+            out = s
+    return out
+
 
 #: Largest submitted notebook read (bytes); bigger files are refused.
 MAX_NOTEBOOK_BYTES = 16 * 2**20
@@ -273,7 +306,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     except SyntaxError as exc:
         out.message = f"the test cell does not compile ({exc.msg}); tell your teacher"
         return out
-    checks._begin_test(seed_base, test.grade_id)
+    checks.begin_test(seed_base, test.grade_id)
     sink = io.StringIO()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -296,7 +329,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         out.passed = True
         out.points = test.points
     finally:
-        checks._begin_test(None, "")
+        checks.begin_test(None, "")
     return out
 
 
@@ -367,18 +400,18 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     config = config or SandboxConfig()
     set_child_subreaper()
     start = time.monotonic()
-    result = NotebookResult(source.name, "ok")
+    result = NotebookResult(source.name, Status.OK)
     if config.isolation == "none":
         result.notes.append(unsafe_note(config))
     if submission is None:
-        result.status = "missing"
+        result.status = Status.MISSING
         result.tests = _fail_all(source, column_prefix, "no notebook submitted")
         return result
     try:
         learner = _load_submission(submission, student if student is not None else Path(submission).stem)
     except (SubmissionRefused, NotebookError) as exc:
         refused = isinstance(exc, SubmissionRefused)
-        result.status = "refused" if refused else "invalid notebook"
+        result.status = Status.REFUSED if refused else Status.INVALID
         result.notes.append(str(exc))
         why = "your submission was refused" if refused else "your notebook could not be read"
         result.tests = _fail_all(source, column_prefix, f"{why}: {exc}")
@@ -437,11 +470,11 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             session.close()
             result.notes.extend(session.notes)
             if session.timed_out_ever:
-                result.status = "timeout"
+                result.status = Status.TIMEOUT
             elif session.died_ever:
-                result.status = "sandbox died"
-        elif result.status == "ok":
-            result.status = "sandbox died"
+                result.status = Status.SANDBOX_DIED
+        elif result.status == Status.OK:
+            result.status = Status.SANDBOX_DIED
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
     _point_to_failed_callees(plan.steps, source.tests, result.tests)
@@ -474,12 +507,11 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
                                           column_prefix=f"{name}:" if multi else "", public_only=public_only,
                                           student=student))
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
-            nb = NotebookResult(name, "grader error",
+            nb = NotebookResult(name, Status.GRADER_ERROR,
                                 notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])
             nb.tests = _fail_all(source, f"{name}:" if multi else "", "not graded: internal grader error")
             results.append(nb)
-    statuses = sorted({r.status for r in results}, key=lambda s: -_STATUS_RANK.get(s, 1))
-    status = "ok" if statuses == ["ok"] else "; ".join(s for s in statuses if s != "ok")
+    status = worst([r.status for r in results])
     total = sum(t.points for r in results for t in r.tests)
     max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
     return SubmissionResult(safe_text(student, 200), assignment.name, status, round(total, 4), round(max_total, 4),

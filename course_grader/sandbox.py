@@ -1,28 +1,23 @@
 """The sandbox that runs learner code, and process hygiene around it.
 
-Layered defences (see docs/GRADING.md, "Isolation"):
+What a sandbox may see and do is stated in :mod:`course_grader.policy` (read it first);
+this module carries it out on the grader's side:
 
-* **bubblewrap** (``bwrap``): every sandbox lives in its own user, mount, pid, network,
-  IPC, UTS and cgroup namespaces. Its filesystem is a read-only view of the system
-  libraries, the Python installation, site-packages and the ``course_lib`` package
-  directory only (never the checkout, ``solutions/``, other submissions or the output
-  folder), with fresh, size-limited tmpfs for ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
-  ``HOME`` that disappear with it. It has no network, cannot see or signal any process but
-  its own, and holds no capability. The same holds whether the grader runs as root or as
-  an ordinary user.
+* **bubblewrap** (``bwrap``, the one execution mode): the command line built from the
+  policy (:func:`bwrap_argv`), the probe that says whether it works here and why not
+  (:func:`isolation_status`, which also requires the policy's seccomp filter), and the uid it
+  runs as when the grader is root;
 * a per-grader **fork server** (a Python that imported torch once, itself inside bwrap)
-  forks one sandbox per submission; each fork enters new mount/pid/IPC namespaces of its
-  own, mounts its private tmpfs, hides ``/proc``, drops every capability, sets
-  ``no_new_privs`` and its resource limits before it reads any learner code;
-* resource limits (address space, file size, CPU, processes, open files, no core dumps)
-  and wall-clock timeouts per cell and per call, enforced by the grader (it kills the
-  sandbox);
+  that forks one sandbox per submission (the fork's own namespaces, mounts, capability drop
+  and filter are ``sandbox_main._isolate`` / ``_drop_capabilities``), in a pids and a memory
+  cgroup where the grader can make them (:class:`ForkServer`);
+* wall-clock timeouts per cell and per call, enforced here (the sandbox is killed);
 * the grader makes itself a child subreaper and kills every descendant after each
   submission (:func:`kill_descendants`).
 
-Where bubblewrap or user namespaces are missing, :func:`isolation_status` says why, and
-the grader refuses unless the teacher asked for ``isolation="none"``
-(``course-grade --unsafe-no-sandbox``), which is recorded in every learner's notes.
+Where bubblewrap, user namespaces or the seccomp filter are missing, :func:`isolation_status`
+says why, and the grader refuses unless the teacher asked for ``isolation="none"``
+(``course-grade --unsafe-no-sandbox``: plainly unsafe, recorded in every learner's notes).
 """
 
 from __future__ import annotations

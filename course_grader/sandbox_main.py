@@ -33,7 +33,7 @@ PRELOAD = [
     "warnings", "string", "textwrap", "enum", "contextlib", "abc", "numbers", "heapq", "bisect",
     "inspect", "sysconfig", "shlex", "importlib.resources", "importlib.metadata", "unicodedata",
     "numpy", "torch", "torch.nn", "torch.nn.functional", "torch.testing", "course_lib",
-    "course_lib.grading.checks", "IPython.core.inputtransformer2", "course_grader.policy",
+    "course_grader.checks", "IPython.core.inputtransformer2", "course_grader.policy",
 ]
 #: Modules of course_lib that are not the reference answers (the toolkit tests use).
 _NOT_REFERENCE = ("course_lib.grading",)
@@ -452,9 +452,9 @@ def _forget_reference() -> None:
     means loading it again, which :meth:`Server.op_loaded` then reports, whatever the way
     (``import``, ``importlib.import_module``, ``__import__``, ``sys.modules``).
 
-    ``course_lib`` itself becomes a stand-in package: ``course_lib.grading`` stays loaded
-    (tests use its toolkit), and reading any other attribute (``cl.masked_softmax``) loads
-    the real package first.
+    ``course_lib`` itself becomes a stand-in package: reading an attribute
+    (``cl.masked_softmax``) loads the real package first. The checks toolkit tests use is
+    ``course_grader.checks``, which needs no course_lib.
     """
     import gc
     import importlib
@@ -484,9 +484,6 @@ def _forget_reference() -> None:
     stub = _CourseLib("course_lib", real.__doc__)
     for attr in ("__file__", "__path__", "__spec__", "__loader__", "__package__"):
         setattr(stub, attr, getattr(real, attr, None))
-    grading = sys.modules.get("course_lib.grading")
-    if grading is not None:
-        stub.grading = grading  # type: ignore[attr-defined]
     sys.modules["course_lib"] = stub
     del real
     gc.collect()

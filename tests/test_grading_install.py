@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from course_grader.testing import variant, write_notebook
+from grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -98,5 +98,5 @@ def test_check_and_help_work_from_the_install(installed):
     assert "Public checks" in proc.stdout
     proc = _run(installed, "--help")
     assert proc.returncode == 0
-    for sub in ("init-course", "generate", "grade"):
+    for sub in ("init-course", "check", "grade"):
         assert sub in proc.stdout, sub
