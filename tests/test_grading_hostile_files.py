@@ -1,6 +1,6 @@
 """Issue 19 (grader, third edition): hostile files and values that need no sandbox to attack.
 
-Fast tier: everything here runs in the trusted process only (no bubblewrap, no learner code):
+Fast tier (the two nbgrader-database tests: slow): everything here runs in the trusted process only (no bubblewrap, no learner code):
 what the grader decodes from a sandbox (class 2), the files of a submission the nbgrader export
 reads (class 3), the outputs a teacher opens (class 4) and notebooks that are not notebooks
 (class 7). Each test failed on the grader before issue 19 (see the commit message).
@@ -185,6 +185,7 @@ def _full(assignment: Assignment, student: str, status: str = "ok", passed: bool
     return SubmissionResult(student, assignment.name, status, total, assignment.max_points, nbs)
 
 
+@pytest.mark.slow  # an nbgrader gradebook database: several seconds
 def test_export_survives_hostile_submission_files_and_copies_no_refused_notebook(tmp_path):
     course, assignment = _course(tmp_path)
     nb_name = next(iter(assignment.notebooks))
@@ -226,6 +227,7 @@ def test_export_survives_hostile_submission_files_and_copies_no_refused_notebook
         assert sub_h.score == assignment.max_points
 
 
+@pytest.mark.slow  # an nbgrader gradebook database: several seconds
 def test_formgrader_needs_no_manual_grade_and_shows_failures(tmp_path):
     """Read the gradebook as Formgrader does (SubmittedAssignment / SubmittedNotebook
     ``needs_manual_grade``, the gradebook's submission list) after the export."""
