@@ -31,9 +31,9 @@ BIN = Path(sys.executable).parent
 
 def make_class(course: Path, assignment: str, n: int) -> dict[str, str]:
     """Write n submissions into course/submitted/; returns student -> kind."""
-    sys.path.insert(0, str(ROOT))
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/grading_dev: the authoring helpers
     from course_grader.notebook import Assignment
-    from course_grader.testing import load_mistakes, variant, write_notebook
+    from grading_dev.testing import load_mistakes, variant, write_notebook
 
     source = Assignment.load(ROOT / "solutions" / assignment)
     (name, nb), = source.notebooks.items()
@@ -60,7 +60,7 @@ def run(n: int, jobs: int, assignment: str) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
         course = Path(tmp) / "course"
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-        subprocess.run([str(BIN / "course-grade"), "init-course", str(course), assignment], check=True, env=env,
+        subprocess.run([str(BIN / "course-grade"), "init-course", str(course), assignment, "--from", str(ROOT / "solutions")], check=True, env=env,
                        capture_output=True)
         subprocess.run([str(BIN / "nbgrader"), "generate_assignment", assignment], cwd=course, check=True,
                        env=env, capture_output=True)

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/grading_dev: the authoring helpers
 
 from course_grader import cli  # noqa: E402
-from course_grader.testing import load_mistakes, variant, write_notebook  # noqa: E402
+from grading_dev.testing import load_mistakes, variant, write_notebook  # noqa: E402
 
 ASSIGNMENT = "lesson03_scoring"
 SOLUTION = ROOT / "solutions" / ASSIGNMENT / "scoring.ipynb"

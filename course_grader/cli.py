@@ -2,19 +2,19 @@
 
 Teacher::
 
-    course-grade init-course mycourse/                     # an nbgrader course with source/<assignment>/
+    course-grade init-course mycourse/ --from solutions/   # an nbgrader course with source/<assignment>/
     course-grade lesson03_scoring submitted/ --out grades/ [--jobs N] [--seed S] [--answer-key PATH] [--to-nbgrader]
 
 Learner::
 
     course-grade --check exercises/lesson03_scoring/scoring.ipynb [--release RELEASED.ipynb]
 
-Author (regenerate ``exercises/`` from ``solutions/`` with nbgrader)::
+Authors regenerate ``exercises/`` from ``solutions/`` with ``bash scripts/generate_exercises.sh``
+(the authoring and QA tools live in the repository's ``tests/grading_dev/``, not in the grader).
 
-    python -m course_grader generate [ASSIGNMENT ...]
-
-The answer key is ``source/<assignment>/`` of the nbgrader course around ``SUBMISSIONS_DIR``
-(or the current folder), else the course repository's ``solutions/<assignment>/``; it is
+The answer key is ``--answer-key PATH``, else ``source/<assignment>/`` of the nbgrader course
+around ``SUBMISSIONS_DIR`` or the current folder (the course repository's own
+``nbgrader_config.py`` names ``solutions/``), never found through the installed package; it is
 printed and recorded in ``grades.json``. Results go to ``<out>/<assignment>/`` (``grades.csv``,
 ``grades.json``, ``feedback/``) and ``<out>/lms_grades.csv`` (one row per learner, one column
 per assignment, total).
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Sequence
 
 from course_grader.notebook import Assignment, NotebookError
-from course_grader.runner import NotebookResult, SubmissionResult, TestOutcome, grade_submission
-from course_grader.sandbox import (SANDBOX_UID_ENV, Sandbox, SandboxConfig, descendants, kill_descendants,
+from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
+from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
 
 __all__ = ["main", "resolve_assignment", "find_submissions", "grade_class", "grade_many", "check_notebook"]
@@ -96,12 +96,10 @@ def resolve_assignment(spec: str, *, answer_key: str | None = None,
             return AnswerKey(Assignment.load(cand), f"the nbgrader course at {course.root}")
         raise NotebookError(f"the nbgrader course at {course.root} has no {cand.relative_to(course.root)}/: "
                             "give the assignment's name as in its source folder, or --answer-key PATH")
-    cand = _project_root() / "solutions" / spec
-    if cand.is_dir():
-        return AnswerKey(Assignment.load(cand), "the course repository")
+    # never the package's own location: an installed grader has no answer keys (issue 18)
     raise NotebookError(f"no assignment {spec!r}: no nbgrader course (nbgrader_config.py) around the submissions "
-                        "or the current folder has it in source/, and the course repository's solutions/ has "
-                        "no such folder; give --answer-key PATH")
+                        "or the current folder; run course-grade inside the course (its source/ folder, or the "
+                        "course repository, whose nbgrader_config.py names solutions/), or give --answer-key PATH")
 
 
 def find_submissions(directory: str | Path, assignment: Assignment) -> dict[str, dict[str, Path | None]]:
@@ -140,8 +138,8 @@ def _error_result(assignment: Assignment, student: str, message: str) -> Submiss
     for name, src in assignment.notebooks.items():
         tests = [TestOutcome(t.grade_id, (f"{name}:" if multi else "") + t.grade_id, 0.0, t.points, False,
                              f"not graded: {message}", hidden=t.has_hidden) for t in src.tests]
-        nbs.append(NotebookResult(name, "grader error", tests, notes=[message]))
-    return SubmissionResult(student, assignment.name, "grader error", 0.0, assignment.max_points, nbs)
+        nbs.append(NotebookResult(name, Status.GRADER_ERROR, tests, notes=[message]))
+    return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
 
 
 #: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
@@ -149,9 +147,9 @@ SANDBOX_UID_BASE = 61000
 
 
 class _Worker:
-    def __init__(self, slot: int) -> None:
-        code = ("import sys; sys.path.insert(0, %r); from course_grader.worker import main; main()"
-                % str(_project_root()))
+    def __init__(self, slot: int, memory_bytes: int = 0) -> None:
+        code = ("import sys; sys.path.insert(0, %r); from course_grader.worker import main; main(%d)"
+                % (str(_project_root()), memory_bytes))
         env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
         uid = SANDBOX_UID_BASE + slot
         if os.geteuid() == 0 and _uid_free(uid):
@@ -199,16 +197,15 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                seed: int | None = None, progress: bool = True) -> list[SubmissionResult]:
     """Grade (assignment, learner, notebooks) items, possibly of several assignments.
 
-    With ``jobs > 1``, ``jobs`` worker processes (each a child subreaper with its own
-    sandbox fork server) grade in parallel; with ``jobs == 1`` this process grades. Either
-    way every process started by learner code is killed before this returns.
+    ``jobs`` worker processes (each a child subreaper with its own sandbox fork server, and
+    under the grader's own memory limit ``config.grader_memory_bytes``) grade in parallel;
+    a worker that dies costs only the submission it was grading (it is restarted for the
+    next). Every process started by learner code is killed before this returns.
 
     Returns:
         Results in the order of ``items``.
     """
     set_child_subreaper()
-    if jobs <= 1:
-        Sandbox.prepare(config)  # the fork server outlives this call: keep it out of the sweep
     baseline = frozenset(descendants())
     todo: queue.Queue = queue.Queue()
     for i in range(len(items)):
@@ -235,14 +232,15 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                        "notebooks": {k: (str(v) if v else None) for k, v in notebooks.items()}}
                 try:
                     if worker is None:
-                        worker = _Worker(slot)
+                        worker = _Worker(slot, config.grader_memory_bytes)
                     reply = worker.run(job)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
                     else:
                         res = _error_result(assignment, student, str(reply.get("error")))
                 except Exception as exc:  # noqa: BLE001 - worker crash: record, restart worker
-                    res = _error_result(assignment, student, f"grading worker failed: {exc}")
+                    res = _error_result(assignment, student, f"the grading process of this submission died ({exc}); "
+                                        "it was restarted for the others")
                     if worker is not None:
                         worker.proc.kill()
                         worker.close()
@@ -254,21 +252,11 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
             if worker is not None:
                 worker.close()
 
-    if jobs <= 1:
-        for i, (assignment, student, notebooks) in enumerate(items):
-            try:
-                res = grade_submission(assignment, student, notebooks, config=config, seed=seed)
-            except Exception as exc:  # noqa: BLE001 - record a row whatever happens
-                res = _error_result(assignment, student, f"internal grader error: {exc}")
-            kill_descendants(baseline)
-            results[i] = res
-            report(res)
-    else:
-        threads = [threading.Thread(target=drive, args=(k,)) for k in range(min(jobs, len(items) or 1))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    threads = [threading.Thread(target=drive, args=(k,)) for k in range(max(1, min(jobs, len(items) or 1)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     kill_descendants(baseline)  # nothing the learners started outlives grading
     return [results[i] for i in range(len(items))]
 
@@ -295,74 +283,127 @@ def check_notebook(path: str | Path, assignment: str | None = None, config: Sand
     return 0 if report.ok else 1
 
 
+SUBCOMMANDS = ("grade", "check", "init-course")
+
+
+def _limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cell-timeout", type=float, default=SandboxConfig.cell_timeout,
+                   help="wall seconds for one learner cell (default %(default)s)")
+    p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout,
+                   help="wall seconds for one call from a test into learner code (default %(default)s)")
+    p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20,
+                   help="memory of a learner's sandbox (default %(default)s)")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="run learner code WITHOUT operating-system isolation when bubblewrap is unavailable "
+                        "(learner code can then read the solutions and your files); recorded in every "
+                        "learner's notes")
+
+
 def _parser() -> argparse.ArgumentParser:
+    """``course-grade`` and its subcommands (``course-grade --help`` lists them all)."""
     p = argparse.ArgumentParser(prog="course-grade", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Docs: docs/GRADING.md")
-    p.add_argument("assignment", nargs="?", help="assignment name (folder in solutions/) or path")
-    p.add_argument("submissions", nargs="?", help="folder with one sub-folder (or .ipynb) per learner")
-    p.add_argument("--out", default="grades",
+                                epilog="Without a subcommand, `course-grade ASSIGNMENT SUBMISSIONS_DIR ...` means "
+                                       "`grade` and `course-grade --check NOTEBOOK` means `check`. "
+                                       "Docs: docs/GRADING.md")
+    sub = p.add_subparsers(dest="command", metavar="{grade,check,init-course}")
+    g = sub.add_parser("grade", help="grade a class: one sub-folder (or .ipynb) per learner",
+                       description="Grade every learner's submission of one assignment in the sandbox.")
+    g.add_argument("assignment", help="assignment name (folder of the course's source/) or path")
+    g.add_argument("submissions", help="folder with one sub-folder (or .ipynb) per learner")
+    g.add_argument("--out", default="grades",
                    help="output folder (default: grades/); each assignment gets its own <out>/<assignment>/ "
                         "and <out>/lms_grades.csv sums them up")
-    p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="parallel graders")
-    p.add_argument("--seed", type=int, default=None, help="fixed seed for exact replay of random inputs")
-    p.add_argument("--check", metavar="NOTEBOOK", help="self-check one notebook (public tests only)")
-    p.add_argument("--answer-key", metavar="PATH",
+    g.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="parallel graders")
+    g.add_argument("--seed", type=int, default=None, help="fixed seed for exact replay of random inputs")
+    g.add_argument("--answer-key", metavar="PATH",
                    help="the instructor's source folder or notebook to grade against (default: source/<assignment> "
-                        "of the nbgrader course around SUBMISSIONS_DIR or the current folder, else the course "
-                        "repository's solutions/<assignment>)")
-    p.add_argument("--to-nbgrader", action="store_true",
+                        "of the nbgrader course around SUBMISSIONS_DIR or the current folder)")
+    g.add_argument("--to-nbgrader", action="store_true",
                    help="also write the grades into the nbgrader course's gradebook.db, autograded/ and feedback/ "
                         "(SUBMISSIONS_DIR must be the course's submitted/ folder)")
-    p.add_argument("--release", metavar="NOTEBOOK",
-                   help="with --check: the released notebook, to run its test cells instead of edited ones")
-    p.add_argument("--cell-timeout", type=float, default=SandboxConfig.cell_timeout)
-    p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout)
-    p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20)
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--unsafe-no-sandbox", action="store_true",
-                   help="grade WITHOUT operating-system isolation when bubblewrap is unavailable (learner code "
-                        "can then read the solutions and your files); recorded in every learner's notes")
+    g.add_argument("--quiet", action="store_true")
+    _limits(g)
+    c = sub.add_parser("check", help="a learner's self-check of one notebook (public tests only)",
+                       description="Run the public tests of one notebook in the sandbox and say what was and was "
+                                   "not checked.")
+    c.add_argument("check", metavar="NOTEBOOK")
+    c.add_argument("--release", metavar="NOTEBOOK",
+                   help="the released notebook, to run its test cells instead of edited ones")
+    c.add_argument("--assignment", default=None, help="the assignment name, if the notebook does not record it")
+    _limits(c)
+    i = sub.add_parser("init-course", help="create an nbgrader course folder from the course's source assignments",
+                       description="Create an nbgrader course folder: nbgrader_config.py with the course's "
+                                   "settings, and source/<assignment>/ from the course repository's solutions/.")
+    i.add_argument("directory")
+    i.add_argument("assignments", nargs="*", help="default: all")
+    i.add_argument("--course-id", default="attention-course")
+    i.add_argument("--from", dest="source", metavar="SOLUTIONS_DIR", default=None,
+                   help="the folder of instructor source assignments (the course repository's solutions/; "
+                        "default: ./solutions when it exists)")
     return p
+
+
+def _normalise_argv(args_list: list[str]) -> list[str]:
+    """The forms without a subcommand: ``ASSIGNMENT SUBMISSIONS ...`` -> ``grade ...``,
+    ``--check NOTEBOOK ...`` -> ``check NOTEBOOK ...``."""
+    if not args_list or args_list[0] in SUBCOMMANDS or args_list[0] in ("-h", "--help"):
+        return args_list
+    if "--check" in args_list:
+        k = args_list.index("--check")
+        rest = args_list[:k] + args_list[k + 2:]
+        options, positional, i = [], [], 0
+        while i < len(rest):
+            if rest[i] in _VALUE_OPTIONS:
+                options += rest[i:i + 2]
+                i += 2
+            elif rest[i].startswith("-"):
+                options.append(rest[i])
+                i += 1
+            else:
+                positional.append(rest[i])
+                i += 1
+        out = ["check", *args_list[k + 1:k + 2], *options]
+        if positional:  # `course-grade ASSIGNMENT --check NB`: the assignment name
+            out += ["--assignment", positional[0]]
+        return out
+    return ["grade", *args_list]
+
+
+_VALUE_OPTIONS = ("--release", "--assignment", "--cell-timeout", "--call-timeout", "--memory-mb", "--out", "--jobs",
+                  "--seed", "--answer-key")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``course-grade`` and ``python -m course_grader``."""
     from course_grader.gradebook import answer_key_digest, rotate_previous, write_gradebook, write_lms_csv
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["grade"]:
-        args_list = args_list[1:]
-    elif args_list[:1] == ["generate"]:
-        from course_grader.generate import generate_exercises
-        gen = argparse.ArgumentParser(prog="python -m course_grader generate",
-                                      description="Regenerate exercises/ from solutions/ with nbgrader.")
-        gen.add_argument("assignments", nargs="*")
-        gen.add_argument("--root", default=str(_project_root()))
-        gen.add_argument("--release-dir", default=None)
-        gargs = gen.parse_args(args_list[1:])
-        for path in generate_exercises(gargs.root, gargs.release_dir, gargs.assignments or None):
-            print(f"generated {path}")
-        return 0
-    elif args_list[:1] == ["init-course"]:
+    args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
+    if not args_list:
+        _parser().print_help(sys.stderr)
+        return 2
+    args = _parser().parse_args(args_list)
+    if args.command == "init-course":
         from course_grader.nbgrader_course import init_course
-        ini = argparse.ArgumentParser(prog="course-grade init-course",
-                                      description="Create an nbgrader course folder: nbgrader_config.py with the "
-                                                  "course's settings, and source/<assignment>/ from solutions/.")
-        ini.add_argument("directory")
-        ini.add_argument("assignments", nargs="*", help="default: all")
-        ini.add_argument("--course-id", default="attention-course")
-        iargs = ini.parse_args(args_list[1:])
+        source = Path(args.source) if args.source else Path("solutions")
+        if not source.is_dir():
+            print(f"course-grade init-course: no source assignments in {source.resolve()}: give --from "
+                  "SOLUTIONS_DIR (the course repository's solutions/ folder)", file=sys.stderr)
+            return 2
         try:
-            made = init_course(iargs.directory, _project_root() / "solutions", iargs.assignments or None,
-                               course_id=iargs.course_id)
+            made = init_course(args.directory, source, args.assignments or None, course_id=args.course_id)
         except FileNotFoundError as exc:
             print(f"course-grade init-course: {exc}", file=sys.stderr)
             return 2
         for path in made:
             print(f"created {path}")
-        print(f"nbgrader course ready in {iargs.directory}: cd there and run nbgrader generate_assignment NAME")
+        print(f"nbgrader course ready in {args.directory}: cd there and run nbgrader generate_assignment NAME")
         return 0
-    args = _parser().parse_args(args_list)
+    if args.command == "check":
+        args.submissions = None
+        args.assignment = args.assignment
+    else:
+        args.check = None
+        args.release = None
     config = SandboxConfig(cell_timeout=args.cell_timeout, call_timeout=args.call_timeout,
                            memory_bytes=args.memory_mb * 2**20)
     # isolation (issue 9): refuse loudly without bubblewrap unless the teacher opted out
@@ -370,6 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     isolated, why = isolation_status()
     if args.unsafe_no_sandbox or (args.check and not isolated):  # --check runs the learner's own code
         config.isolation = "none"
+        if not args.unsafe_no_sandbox:
+            from course_grader.sandbox import _HOW_TO_GET
+            config.unsafe_reason = why.split(_HOW_TO_GET)[0].rstrip(": ")
         if args.unsafe_no_sandbox and not args.check:
             print("course-grade: WARNING: grading WITHOUT a sandbox (--unsafe-no-sandbox); this is recorded in "
                   "the gradebook", file=sys.stderr)
@@ -422,11 +466,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"in {time.monotonic() - start:.1f} s; class summary for an LMS: {lms}")
     if course is not None:
         from course_grader.nbgrader_export import export_to_nbgrader
+        problems: list[str] = []
         try:
-            done = export_to_nbgrader(course, assignment, results)
+            done = export_to_nbgrader(course, assignment, results, problems)
         except NotebookError as exc:
             print(f"course-grade: --to-nbgrader: {exc}", file=sys.stderr)
             return 2
+        for line in problems:
+            print(f"course-grade: --to-nbgrader: {line}", file=sys.stderr)
         if not args.quiet:
             print(f"wrote {len(done)} submission(s) into {course.db_url} and {course.feedback}/ "
                   f"(nbgrader export, formgrader and release_feedback now see them)")

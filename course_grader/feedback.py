@@ -24,9 +24,9 @@ def unclean_cell_lines(cells: list[dict]) -> list[str]:
     errors = [c for c in cells if c.get("status") not in ("ok", None)]
     if not errors:
         return []
-    lines = ["", "  Cells of your notebook that did not run cleanly:"]
+    lines = ["", "  Cells of your notebook that did not run cleanly (counted from 1, top to bottom, as in JupyterLab):"]
     for c in errors:
-        lines.append(f"    cell {c['index']}: {c['status']}: {c.get('message', '')}")
+        lines.append(f"    cell {int(c['index']) + 1}: {c['status']}: {c.get('message', '')}")
         tb = str(c.get("traceback", "")).rstrip()
         if tb:
             lines.extend("      " + d for d in tb.splitlines()[-6:])
@@ -88,9 +88,10 @@ def render_html(result: SubmissionResult) -> str:
         parts.append("</table>")
         bad = [c for c in nb.cells if c.get("status") not in ("ok", None)]
         if bad:
-            parts.append("<h3>Cells of your notebook that did not run cleanly</h3>")
+            parts.append("<h3>Cells of your notebook that did not run cleanly</h3>"
+                         "<p>(cells counted from 1, top to bottom, as in JupyterLab)</p>")
             for c in bad:
-                parts.append(f"<p>Cell {int(c['index'])}: <b>{e(str(c['status']))}</b> — {e(str(c.get('message', '')))}</p>")
+                parts.append(f"<p>Cell {int(c['index']) + 1}: <b>{e(str(c['status']))}</b> — {e(str(c.get('message', '')))}</p>")
                 if c.get("traceback"):
                     parts.append(f"<pre>{e(str(c['traceback']))}</pre>")
         for note in nb.notes:

@@ -23,7 +23,7 @@ from course_grader.feedback import render_html
 from course_grader.notebook import Assignment
 from course_grader.runner import SubmissionResult
 
-__all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "safe_name", "answer_key_digest",
+__all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "csv_cell", "safe_name", "feedback_names", "answer_key_digest",
            "write_lms_csv"]
 
 
@@ -71,21 +71,70 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@")
+
+
 def safe_name(student: str) -> str:
-    """A file name for a learner id (keeps letters, digits, ``-_.@``)."""
-    cleaned = "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in student).strip(".")
-    return cleaned or "_"
+    """An injective file name for a learner id: ASCII letters, digits and ``-_.@`` are kept,
+    every other character (``~`` included, so the encoding can be undone) becomes ``~`` and
+    its UTF-8 bytes in hex: ``b victim`` -> ``b~20victim``, ``b_victim`` stays. A leading
+    ``.`` is encoded too (no hidden or ``..`` names). Very long ids keep a prefix and a digest.
+    """
+    out = []
+    for i, ch in enumerate(student):
+        if ch in _NAME_OK and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.append("".join(f"~{b:02x}" for b in ch.encode("utf-8", "surrogatepass")))
+    name = "".join(out) or "~"
+    if len(name) > 150:
+        name = name[:100] + "~~" + hashlib.sha256(name.encode()).hexdigest()[:32]
+    return name
+
+
+def feedback_names(students: Iterable[str]) -> dict[str, str]:
+    """Learner id -> feedback file stem, checked for collisions (names that differ only in
+    case collide on case-insensitive file systems: those get a digest suffix).
+
+    Raises:
+        ValueError: two different ids still map to one name (cannot happen with
+            :func:`safe_name`; checked rather than assumed).
+    """
+    names: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for student in sorted(set(students)):
+        name = safe_name(student)
+        if name.casefold() in seen:
+            name += "~~" + hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if name.casefold() in seen:
+            raise ValueError(f"two learners map to the feedback file {name!r}: {seen[name.casefold()]!r}, {student!r}")
+        seen[name.casefold()] = student
+        names[student] = name
+    return names
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def csv_cell(value: object) -> str:
+    """A text cell made inert for spreadsheets (OWASP CSV injection): a value starting with
+    ``= + - @``, a tab or a carriage return (or their full-width forms) gets a leading ``'``.
+    Numbers written by the grader itself are not passed through here."""
+    text = str(value)
+    text = "'" + text if text.startswith(_FORMULA_START) else text
+    # a line break in a learner id would start a new row in some spreadsheet programs
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def csv_text(results: Iterable[SubmissionResult], columns: list[str]) -> str:
     """The gradebook as CSV text, one row per learner, sorted by learner id."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", "assignment", *columns, "total", "max", "status"])
+    writer.writerow(["student", "assignment", *map(csv_cell, columns), "total", "max", "status"])
     for r in sorted(results, key=lambda r: r.student):
         scores = r.scores
-        writer.writerow([r.student, r.assignment, *(_fmt(scores.get(c, 0.0)) for c in columns),
-                         _fmt(r.total), _fmt(r.max_total), r.status])
+        writer.writerow([csv_cell(r.student), csv_cell(r.assignment), *(_fmt(scores.get(c, 0.0)) for c in columns),
+                         _fmt(r.total), _fmt(r.max_total), csv_cell(r.status)])
     return buf.getvalue()
 
 
@@ -112,8 +161,9 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
     feedback_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(out_dir, 0o700)  # private output folder (issue 9)
     os.chmod(feedback_dir, 0o700)
+    names = feedback_names(r.student for r in results)
     for r in results:
-        atomic_write(feedback_dir / f"{safe_name(r.student)}.html", render_html(r))
+        atomic_write(feedback_dir / f"{names[r.student]}.html", render_html(r))
     ordered = sorted(results, key=lambda r: r.student)
     atomic_write(out_dir / "grades.json",
                  json.dumps({"assignment": ordered[0].assignment if ordered else out_dir.name,
@@ -150,17 +200,17 @@ def write_lms_csv(out_dir: str | Path, filename: str = "lms_grades.csv") -> Path
     names = sorted(maxima)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", *names, "total"])
+    writer.writerow(["student", *map(csv_cell, names), "total"])
     for student in sorted(totals):
         row = totals[student]
-        writer.writerow([student, *(_fmt(row[n]) if n in row else "" for n in names), _fmt(sum(row.values()))])
+        writer.writerow([csv_cell(student), *(_fmt(row[n]) if n in row else "" for n in names), _fmt(sum(row.values()))])
     target = out_dir / filename
     atomic_write(target, buf.getvalue())
     mx = io.StringIO()
     w2 = csv.writer(mx, lineterminator="\n")
     w2.writerow(["assignment", "max_points"])
     for n in names:
-        w2.writerow([n, _fmt(maxima[n])])
+        w2.writerow([csv_cell(n), _fmt(maxima[n])])
     w2.writerow(["total", _fmt(sum(maxima.values()))])
     atomic_write(out_dir / "lms_max_points.csv", mx.getvalue())
     return target

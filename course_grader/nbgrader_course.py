@@ -65,7 +65,36 @@ class RecordAssignment(NbGraderPreprocessor):
                 hidden.append(meta.get("grade_id"))
         nb.metadata[METADATA_KEY] = {"assignment": info.get("assignment", ""),
                                      "notebook": info.get("notebook", ""), "hidden_tests": hidden}
+        self._say_what_is_checked(nb, hidden)
         return nb, resources
+
+    @staticmethod
+    def _say_what_is_checked(nb: Any, hidden: list) -> None:
+        """Put a note after the title: how many points the public checks (Validate,
+        ``course-grade --check``) decide and how many only the teacher's hidden tests do -
+        nbgrader's Validate says "passes all the tests" when only the public ones ran."""
+        import nbformat
+        points = {}
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                points[meta.get("grade_id")] = float(meta.get("points", 0) or 0)
+        if not points:
+            return
+        total = sum(points.values())
+        later = sum(p for gid, p in points.items() if gid in hidden)
+        text = (f"**About the checks.** This notebook is worth {total:g} points. Its visible test cells (run "
+                "them, press *Validate*, or run `course-grade --check` on the notebook) decide "
+                f"{total - later:g} of them. The other {later:g} points come from hidden tests that run only "
+                "when your teacher grades, on fresh inputs: *Validate* saying that the notebook passes its "
+                "tests means the visible checks passed, not that your grade is full.")
+        if later == 0:
+            text = (f"**About the checks.** This notebook is worth {total:g} points, all decided by the visible "
+                    "test cells (run them, press *Validate*, or run `course-grade --check`).")
+        cell = nbformat.v4.new_markdown_cell(text)
+        cell.id = "about-the-checks"
+        at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+        nb.cells.insert(at, cell)
 
 
 def _generate_preprocessors() -> list:

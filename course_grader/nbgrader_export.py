@@ -16,13 +16,13 @@ the answer key used for grading.
 
 from __future__ import annotations
 
-import shutil
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_grader.feedback import render_html
 from course_grader.notebook import Assignment, NotebookError
-from course_grader.runner import SubmissionResult
+from course_grader.runner import SubmissionRefused, SubmissionResult, read_submission
 
 __all__ = ["NbgraderCourse", "load_course", "export_to_nbgrader", "find_course_root"]
 
@@ -82,13 +82,22 @@ def load_course(root: str | Path) -> NbgraderCourse:
                           step(cd.autograded_directory), step(cd.feedback_directory), config)
 
 
-def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: list[SubmissionResult]) -> list[str]:
+#: Largest ``timestamp.txt`` / ``submission_secret.txt`` read from a submission.
+MAX_SMALL_FILE = 4096
+
+
+def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: list[SubmissionResult],
+                       problems: list[str] | None = None) -> list[str]:
     """Write results into the course's gradebook database and feedback folders.
 
     Args:
         course: the nbgrader course (:func:`load_course`).
         assignment: the answer key the results were graded with.
         results: ``course-grade``'s results, one per learner (learner id = nbgrader student id).
+
+        problems: receives one line per learner whose files could not all be used (a
+            refused ``timestamp.txt``, ...): that learner's row is still written, and a
+            problem with one learner never stops the others.
 
     Returns:
         The learner ids written.
@@ -112,43 +121,128 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
             raise NotebookError(f"the test cells of {assignment.name!r} in the gradebook database differ from the "
                                 f"answer key ({assignment.directory}): regenerate the assignment or grade with the "
                                 "course's source/ version")
+        problems = problems if problems is not None else []
         for res in results:
-            sub_dir = course.step_path(course.submitted, res.student, assignment.name)
-            timestamp = _read(sub_dir / "timestamp.txt")
-            gb.update_or_create_student(res.student)
-            kwargs = {"timestamp": timestamp} if timestamp else {}
-            gb.update_or_create_submission(assignment.name, res.student, **kwargs)
-            by_id = {(nb.notebook, t.grade_id): t.points for nb in res.notebooks for t in nb.tests}
-            for nb_name in assignment.notebooks:
-                for grade in gb.find_submission_notebook(nb_name, assignment.name, res.student).grades:
-                    grade.auto_score = float(by_id.get((nb_name, grade.name), 0.0))  # manual overrides kept
-            gb.db.commit()
-            _write_folders(course, assignment, res, sub_dir)
+            try:
+                _export_one(gb, course, assignment, res, problems)
+            except Exception as exc:  # noqa: BLE001 - one learner's files never stop the class
+                gb.db.rollback()
+                problems.append(f"{res.student}: not exported ({type(exc).__name__}: {exc})")
+                continue
             written.append(res.student)
     return written
 
 
-def _read(path: Path) -> str | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
+def _small_file(sub_dir: Path, name: str, student: str, problems: list[str]) -> bytes | None:
+    """A small file of the submission (``timestamp.txt``...) through the one door
+    (:func:`course_grader.runner.read_submission`); None when absent or refused."""
+    path = sub_dir / name
+    if not os.path.lexists(path):
         return None
-    return text or None
+    try:
+        return read_submission(path, student, max_bytes=MAX_SMALL_FILE)
+    except SubmissionRefused as exc:
+        problems.append(f"{student}: {name} ignored: {exc}")
+        return None
 
 
-def _write_folders(course: NbgraderCourse, assignment: Assignment, res: SubmissionResult, sub_dir: Path) -> None:
-    """``autograded/`` (the submission as graded, for formgrader) and ``feedback/`` (for release_feedback)."""
+def _timestamp(raw: bytes | None, student: str, problems: list[str]):
+    """The submission time of ``timestamp.txt``, validated as nbgrader parses it, or None."""
+    if raw is None:
+        return None
+    from nbgrader.utils import parse_utc
+    try:
+        text = raw.decode("ascii").strip()
+        if not text or len(text) > 64:
+            raise ValueError("not a time")
+        return parse_utc(text)
+    except Exception as exc:  # noqa: BLE001 - garbage from the learner's folder
+        problems.append(f"{student}: timestamp.txt ignored (not a time: {type(exc).__name__})")
+        return None
+
+
+def _export_one(gb, course: NbgraderCourse, assignment: Assignment, res: SubmissionResult,
+                problems: list[str]) -> None:
+    sub_dir = course.step_path(course.submitted, res.student, assignment.name)
+    stamp_raw = _small_file(sub_dir, "timestamp.txt", res.student, problems)
+    timestamp = _timestamp(stamp_raw, res.student, problems)
+    secret = _small_file(sub_dir, "submission_secret.txt", res.student, problems)
+    gb.update_or_create_student(res.student)
+    kwargs = {"timestamp": timestamp} if timestamp else {}
+    gb.update_or_create_submission(assignment.name, res.student, **kwargs)
+    by_id = {(nb.notebook, t.grade_id): t for nb in res.notebooks for t in nb.tests}
+    for nb_name in assignment.notebooks:
+        sub_nb = gb.find_submission_notebook(nb_name, assignment.name, res.student)
+        for grade in sub_nb.grades:
+            outcome = by_id.get((nb_name, grade.name))
+            grade.auto_score = float(outcome.points if outcome else 0.0)  # manual overrides kept
+            # nbgrader autograde's rule (SaveAutoGrades): only a manual score or a missing
+            # automatic one needs a person; without this Formgrader flags every submission
+            grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+    gb.db.commit()
+    _write_folders(course, assignment, res, sub_dir, stamp_raw if timestamp else None, secret)
+
+
+def _write_folders(course: NbgraderCourse, assignment: Assignment, res: SubmissionResult, sub_dir: Path,
+                   stamp: bytes | None, secret: bytes | None) -> None:
+    """``autograded/`` (the submission as graded, for formgrader) and ``feedback/`` (for release_feedback).
+
+    Only bytes that came through the one door are written: a notebook is copied only when
+    grading read it (never one that was refused, e.g. a symbolic link to the answer key)."""
     page = render_html(res)
     auto_dir = course.step_path(course.autograded, res.student, assignment.name)
     fb_dir = course.step_path(course.feedback, res.student, assignment.name)
     for folder in (auto_dir, fb_dir):
         folder.mkdir(parents=True, exist_ok=True)
+    status = {nb.notebook: nb.status for nb in res.notebooks}
     for name in assignment.notebooks:
-        submitted = sub_dir / f"{name}.ipynb"
-        if submitted.is_file():
-            shutil.copyfile(submitted, auto_dir / f"{name}.ipynb")
-        (fb_dir / f"{name}.html").write_text(page, encoding="utf-8")
-    for extra in ("timestamp.txt", "submission_secret.txt"):
-        if (sub_dir / extra).is_file():
-            for folder in (auto_dir, fb_dir):
-                shutil.copyfile(sub_dir / extra, folder / extra)
+        target = auto_dir / f"{name}.ipynb"
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        if status.get(name) not in ("refused", "missing", "invalid notebook", None):
+            try:
+                data = read_submission(sub_dir / f"{name}.ipynb", res.student)
+            except SubmissionRefused:
+                data = None  # changed since grading: not copied
+            if data is not None:
+                _write_private(target, _with_test_outputs(data, res, name))
+        _write_private(fb_dir / f"{name}.html", page.encode("utf-8"))
+    for extra, data in (("timestamp.txt", stamp), ("submission_secret.txt", secret)):
+        for folder in (auto_dir, fb_dir):
+            target = folder / extra
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            if data is not None:
+                _write_private(target, data)
+
+
+def _with_test_outputs(data: bytes, res: SubmissionResult, notebook: str) -> bytes:
+    """The learner's notebook as Formgrader should show it after grading: each test cell's
+    outputs replaced by what ``nbgrader autograde`` would leave there - nothing when it
+    passed, an error with the failure message when it failed (never the hidden test source,
+    which the copy does not contain)."""
+    import json
+    from course_grader.notebook import _nbgrader_meta
+    outcomes = {t.grade_id: t for nb in res.notebooks if nb.notebook == notebook for t in nb.tests}
+    try:
+        nb = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return data
+    for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = _nbgrader_meta(cell)
+        outcome = outcomes.get(str(meta.get("grade_id")))
+        if outcome is None or not meta.get("grade") or meta.get("solution"):
+            continue
+        cell["outputs"] = [] if outcome.passed else [{
+            "output_type": "error", "ename": "AssertionError", "evalue": outcome.message,
+            "traceback": [f"AssertionError: {outcome.message}"]}]
+    return json.dumps(nb, indent=1).encode("utf-8")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a new file (never through a link left at ``path``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)

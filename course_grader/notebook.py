@@ -49,17 +49,41 @@ def load_notebook_json(path: str | Path) -> dict:
         raise NotebookError(f"{path.name} is empty")
     try:
         nb = json.loads(raw.decode("utf-8", "replace"))
-    except json.JSONDecodeError as exc:
+    except RecursionError:
+        raise NotebookError(f"{path.name} is not a valid notebook: its JSON is nested too deeply") from None
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):  # e.g. an integer of thousands of digits
+            raise NotebookError(f"{path.name} is not a valid notebook: {str(exc)[:200]}") from None
         truncated = "" if raw.rstrip().endswith(b"}") else " (the file looks truncated)"
         raise NotebookError(f"{path.name} is not valid notebook JSON{truncated}: {exc.msg} at line {exc.lineno}, "
                             f"column {exc.colno}. Re-save the notebook from Jupyter, or restore it from a "
                             "checkpoint.") from None
+    _check_shape(nb, path.name)
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError(f"{path.name} is JSON but not a Jupyter notebook (no list of cells)")
     for i, cell in enumerate(nb["cells"]):
         if not isinstance(cell, dict) or "cell_type" not in cell:
             raise NotebookError(f"{path.name}: cell {i} is malformed (no cell_type)")
     return nb
+
+
+#: Deepest nesting of JSON values accepted in a notebook (real notebooks stay below 20).
+MAX_JSON_DEPTH = 64
+
+
+def _check_shape(value: Any, name: str) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_JSON_DEPTH` (walked without recursion, so
+    nothing later recurses through a learner's deep structure)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise NotebookError(f"{name} is not a valid notebook: its JSON is nested more than "
+                                f"{MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _nbgrader_meta(cell: dict) -> dict:

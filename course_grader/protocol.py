@@ -37,6 +37,12 @@ _HEADER = struct.Struct(">Q")
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
 #: Maximum nesting depth of a value sent by value.
 MAX_DEPTH = 20
+#: Most nodes (containers, scalars, tensors) one decoded value may have. A pickle can share
+#: one list many times, so a few hundred bytes could otherwise expand to billions of nodes.
+MAX_NODES = 200_000
+#: Most bytes of tensor data one decoded value may describe (``numel * element_size``; a
+#: tensor with zero strides describes more than it stores, and would be materialised later).
+MAX_TENSOR_BYTES = 256 * 2**20
 
 
 def safe_text(value: Any, limit: int = 2000) -> str:
@@ -72,8 +78,30 @@ def pack(obj: Any) -> bytes:
     return _HEADER.pack(len(payload)) + payload
 
 
+def _check_archive(payload: bytes) -> None:
+    """A ``torch.save`` payload is a zip archive whose records ``torch.save`` always stores
+    uncompressed. Refuse compressed records and check the sizes the records declare *after*
+    decompression, so nothing inflates past :data:`MAX_MESSAGE_BYTES` inside ``torch.load``."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(io.BytesIO(payload)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, RecursionError) as exc:
+        raise ProtocolError(f"a malformed result message ({type(exc).__name__})") from None
+    total = 0
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise ProtocolError("refused a compressed record in a result message")
+        total += info.file_size
+    if total > MAX_MESSAGE_BYTES or len(infos) > 100_000:
+        raise ProtocolError(f"a result message unpacks to more than {MAX_MESSAGE_BYTES} bytes; "
+                            "return smaller results")
+
+
 def unpack(payload: bytes) -> Any:
-    """Load a payload with ``weights_only=True`` (no arbitrary unpickling)."""
+    """Load a payload with ``weights_only=True`` (no arbitrary unpickling), after checking
+    the archive's records (:func:`_check_archive`)."""
+    _check_archive(payload)
     try:
         return torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - any failure means a bad message
@@ -115,8 +143,31 @@ def parse_header(header: bytes) -> int:
     return size
 
 
-def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) -> Any:
+class _Budget:
+    """Nodes and tensor bytes left for one :func:`decode` call."""
+
+    __slots__ = ("nodes", "tensor_bytes")
+
+    def __init__(self) -> None:
+        self.nodes = MAX_NODES
+        self.tensor_bytes = MAX_TENSOR_BYTES
+
+    def take(self, nodes: int = 1, tensor_bytes: int = 0) -> None:
+        self.nodes -= nodes
+        self.tensor_bytes -= tensor_bytes
+        if self.nodes < 0:
+            raise ProtocolError(f"refused a value of more than {MAX_NODES} parts; return smaller results")
+        if self.tensor_bytes < 0:
+            raise ProtocolError(f"refused tensors of more than {MAX_TENSOR_BYTES} bytes in one value; "
+                                "return smaller results")
+
+
+def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0,
+           budget: "_Budget | None" = None) -> Any:
     """Validate and decode a tree received from the other side.
+
+    Every node visited counts against one budget (:data:`MAX_NODES`, :data:`MAX_TENSOR_BYTES`),
+    shared references included: a value the other side built to expand is refused, not expanded.
 
     Args:
         obj: the result of :func:`unpack`.
@@ -130,8 +181,15 @@ def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) 
     """
     if depth > MAX_DEPTH + 5:
         raise ProtocolError("value nested too deeply")
+    if budget is None:
+        budget = _Budget()
+    budget.take()
     tp = type(obj)
     if tp in _SCALARS:
+        if tp is torch.Size:
+            budget.take(len(obj))
+        elif tp in (str, bytes):
+            budget.take(len(obj) // 4096)
         return obj
     if isinstance(obj, torch.Tensor):
         if tp is torch.nn.Parameter:
@@ -140,11 +198,12 @@ def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) 
             raise ProtocolError(f"refused a tensor subclass ({tp.__name__}); return a plain torch.Tensor")
         if obj.layout != torch.strided or obj.device.type != "cpu" or obj.is_quantized:
             raise ProtocolError("refused a tensor that is not a dense CPU tensor")
+        budget.take(tensor_bytes=obj.numel() * obj.element_size())
         return obj.detach()
     if tp is list:
-        return [decode(v, make_handle, depth + 1) for v in obj]
+        return [decode(v, make_handle, depth + 1, budget) for v in obj]
     if tp is tuple:
-        return tuple(decode(v, make_handle, depth + 1) for v in obj)
+        return tuple(decode(v, make_handle, depth + 1, budget) for v in obj)
     if tp is dict:
         tag = obj.get("__t")
         if tag == "dict":
@@ -158,13 +217,13 @@ def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) 
             for pair in items:
                 if type(pair) not in (list, tuple) or len(pair) != 2:
                     raise ProtocolError("malformed dict item")
-                key = decode(pair[0], None, depth + 1)
+                key = decode(pair[0], None, depth + 1, budget)
                 if type(key) not in (str, int, float, bool, tuple, type(None)):
                     raise ProtocolError("unsupported dict key")
-                out[key] = decode(pair[1], make_handle, depth + 1)
+                out[key] = decode(pair[1], make_handle, depth + 1, budget)
             return out
         if tag == "ndarray":
-            t = decode(obj.get("v"), None, depth + 1)
+            t = decode(obj.get("v"), None, depth + 1, budget)
             if not isinstance(t, torch.Tensor):
                 raise ProtocolError("malformed array")
             return t.numpy()
@@ -172,7 +231,7 @@ def decode(obj: Any, make_handle: Callable[[dict], Any] | None, depth: int = 0) 
             parts = obj.get("v")
             if type(parts) not in (list, tuple) or len(parts) != 3:
                 raise ProtocolError("malformed slice")
-            return slice(*(decode(p, None, depth + 1) for p in parts))
+            return slice(*(decode(p, None, depth + 1, budget) for p in parts))
         if tag == "ellipsis":
             return Ellipsis
         if tag in ("handle", "ref", "module"):

@@ -20,16 +20,17 @@ import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from course_lib.grading import checks
+from course_grader import checks
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
-from course_grader.sandbox import UNSAFE_NOTE, SandboxConfig, SandboxDied, set_child_subreaper
+from course_grader.sandbox import SandboxConfig, unsafe_note, SandboxDied, set_child_subreaper
 
-__all__ = ["TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
+__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
 
 @dataclass
@@ -52,11 +53,15 @@ class NotebookResult:
     """Results for one notebook of a submission."""
 
     notebook: str
-    status: str
+    status: Status
     tests: list[TestOutcome] = field(default_factory=list)
     cells: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     duration: float = 0.0
+    #: which memory bound applied to the learner's processes (memory cgroup or RLIMIT_AS)
+    memory_bound: str = ""
+    #: which system-call filter applied (course_grader.policy)
+    seccomp: str = ""
 
 
 @dataclass
@@ -65,7 +70,7 @@ class SubmissionResult:
 
     student: str
     assignment: str
-    status: str
+    status: Status
     total: float
     max_total: float
     notebooks: list[NotebookResult] = field(default_factory=list)
@@ -84,12 +89,44 @@ class SubmissionResult:
         nbs = []
         for nb in data.get("notebooks", []):
             tests = [TestOutcome(**t) for t in nb.get("tests", [])]
-            nbs.append(NotebookResult(**{**nb, "tests": tests}))
-        return cls(**{**data, "notebooks": nbs})
+            nbs.append(NotebookResult(**{**nb, "tests": tests, "status": Status(nb["status"])}))
+        return cls(**{**data, "notebooks": nbs, "status": Status(data["status"])})
 
 
-_STATUS_RANK = {"ok": 0, "timeout": 2, "sandbox died": 2, "invalid notebook": 3, "refused": 3, "missing": 3,
-                "grader error": 4}
+class Status(str, Enum):
+    """The status of a graded notebook and of a submission (the worst of its notebooks).
+
+    A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"            # the learner's code was stopped (the sandbox restarted once)
+    SANDBOX_DIED = "sandbox died"
+    INVALID = "invalid notebook"   # not JSON, truncated, nested too deeply, ...
+    REFUSED = "refused"            # a link, a FIFO, a device, too big
+    MISSING = "missing"
+    GRADER_ERROR = "grader error"  # a bug of ours: the row is still written, with zeros
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Status.OK: 0, Status.TIMEOUT: 2, Status.SANDBOX_DIED: 2, Status.INVALID: 3, Status.REFUSED: 3,
+         Status.MISSING: 3, Status.GRADER_ERROR: 4}
+
+
+def worst(statuses: "list[Status | str]") -> Status:
+    """The status of a submission: the worst of its notebooks' (ties: the first)."""
+    out = Status.OK
+    for s in statuses:
+        s = Status(s)
+        if s.rank > out.rank:
+            out = s
+    return out
+
 
 #: Largest submitted notebook read (bytes); bigger files are refused.
 MAX_NOTEBOOK_BYTES = 16 * 2**20
@@ -244,6 +281,20 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     if session is None:
         out.message = "not run: the sandbox could not start"
         return out
+    if public_only:
+        # the learner's self-check: the test cells come from the checked notebook itself, so
+        # they are learner code and run in the sandbox, never in this process (issue 19)
+        run = session.exec_cell(test.index, source_text)
+        out.passed = run.status == "ok"
+        out.points = test.points if out.passed else 0.0
+        if not out.passed:
+            text = run.message
+            for prefix in ("CheckFailed: ", "AssertionError: "):
+                if text.startswith(prefix):
+                    text = text[len(prefix):]
+            out.message = text.strip() or "a check failed"
+            out.details = run.traceback
+        return out
     try:
         ns = session.namespace()
     except SandboxDied as exc:
@@ -255,7 +306,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     except SyntaxError as exc:
         out.message = f"the test cell does not compile ({exc.msg}); tell your teacher"
         return out
-    checks._begin_test(seed_base, test.grade_id)
+    checks.begin_test(seed_base, test.grade_id)
     sink = io.StringIO()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -278,8 +329,54 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         out.passed = True
         out.points = test.points
     finally:
-        checks._begin_test(None, "")
+        checks.begin_test(None, "")
     return out
+
+
+def _names_used(code: str) -> dict[str, set[str]] | None:
+    """Top-level functions and classes defined in ``code`` -> the names each one uses
+    (parsed, never run; None when the cell does not parse as Python)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return out
+
+
+def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[TestOutcome]) -> None:
+    """A failing test whose learner function uses another learner function that failed its
+    own check says so: "DotProductAttention uses your masked_softmax, which failed its own
+    check test_masked_softmax; fix it first" (issue 19: otherwise the two correct classes
+    built on a wrong masked_softmax fail with no pointer to the cause)."""
+    defs: dict[str, set[str]] = {}
+    for step in steps:
+        if step.kind == "learner" and len(step.source) < 200_000:
+            defs.update(_names_used(step.source) or {})
+    if not defs:
+        return
+    subjects: dict[str, set[str]] = {}
+    for test in tests:
+        try:
+            used = {n.id for n in ast.walk(ast.parse(test.source)) if isinstance(n, ast.Name)}
+        except (SyntaxError, ValueError, RecursionError):
+            used = set()
+        subjects[test.grade_id] = used & set(defs)
+    failed = [o for o in outcomes if not o.passed and not o.skipped]
+    for out in failed:
+        hints = []
+        for name in sorted(subjects.get(out.grade_id, ())):
+            for callee in sorted((defs[name] & set(defs)) - {name}):
+                owners = [o.grade_id for o in failed
+                          if o is not out and callee in subjects.get(o.grade_id, ()) and name not in subjects.get(o.grade_id, ())]
+                if owners:
+                    hints.append(f"{name} uses your {callee}, which failed its own check ({', '.join(owners)}): "
+                                 f"fix {callee} first")
+        if hints:
+            out.message = (out.message + " — note: " + "; ".join(dict.fromkeys(hints)))
 
 
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
@@ -303,18 +400,18 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     config = config or SandboxConfig()
     set_child_subreaper()
     start = time.monotonic()
-    result = NotebookResult(source.name, "ok")
+    result = NotebookResult(source.name, Status.OK)
     if config.isolation == "none":
-        result.notes.append(UNSAFE_NOTE)
+        result.notes.append(unsafe_note(config))
     if submission is None:
-        result.status = "missing"
+        result.status = Status.MISSING
         result.tests = _fail_all(source, column_prefix, "no notebook submitted")
         return result
     try:
         learner = _load_submission(submission, student if student is not None else Path(submission).stem)
     except (SubmissionRefused, NotebookError) as exc:
         refused = isinstance(exc, SubmissionRefused)
-        result.status = "refused" if refused else "invalid notebook"
+        result.status = Status.REFUSED if refused else Status.INVALID
         result.notes.append(str(exc))
         why = "your submission was refused" if refused else "your notebook could not be read"
         result.tests = _fail_all(source, column_prefix, f"{why}: {exc}")
@@ -330,6 +427,11 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         try:
             assert session is not None
             session.start()
+            if session.sandbox is not None:
+                result.memory_bound = session.sandbox.memory_bound
+                if config.isolation == "bwrap":
+                    from course_grader.policy import seccomp_support
+                    result.seccomp = seccomp_support()[1]
         except SandboxDied as exc:
             result.notes.append(str(exc))
             if session is not None:
@@ -368,13 +470,14 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             session.close()
             result.notes.extend(session.notes)
             if session.timed_out_ever:
-                result.status = "timeout"
+                result.status = Status.TIMEOUT
             elif session.died_ever:
-                result.status = "sandbox died"
-        elif result.status == "ok":
-            result.status = "sandbox died"
+                result.status = Status.SANDBOX_DIED
+        elif result.status == Status.OK:
+            result.status = Status.SANDBOX_DIED
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
+    _point_to_failed_callees(plan.steps, source.tests, result.tests)
     result.duration = round(time.monotonic() - start, 3)
     _bound_notebook(result)
     return result
@@ -404,12 +507,11 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
                                           column_prefix=f"{name}:" if multi else "", public_only=public_only,
                                           student=student))
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
-            nb = NotebookResult(name, "grader error",
+            nb = NotebookResult(name, Status.GRADER_ERROR,
                                 notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])
             nb.tests = _fail_all(source, f"{name}:" if multi else "", "not graded: internal grader error")
             results.append(nb)
-    statuses = sorted({r.status for r in results}, key=lambda s: -_STATUS_RANK.get(s, 1))
-    status = "ok" if statuses == ["ok"] else "; ".join(s for s in statuses if s != "ok")
+    status = worst([r.status for r in results])
     total = sum(t.points for r in results for t in r.tests)
     max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
     return SubmissionResult(safe_text(student, 200), assignment.name, status, round(total, 4), round(max_total, 4),

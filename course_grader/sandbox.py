@@ -1,28 +1,23 @@
 """The sandbox that runs learner code, and process hygiene around it.
 
-Layered defences (see docs/GRADING.md, "Isolation"):
+What a sandbox may see and do is stated in :mod:`course_grader.policy` (read it first);
+this module carries it out on the grader's side:
 
-* **bubblewrap** (``bwrap``): every sandbox lives in its own user, mount, pid, network,
-  IPC, UTS and cgroup namespaces. Its filesystem is a read-only view of the system
-  libraries, the Python installation, site-packages and the ``course_lib`` package
-  directory only (never the checkout, ``solutions/``, other submissions or the output
-  folder), with fresh, size-limited tmpfs for ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
-  ``HOME`` that disappear with it. It has no network, cannot see or signal any process but
-  its own, and holds no capability. The same holds whether the grader runs as root or as
-  an ordinary user.
+* **bubblewrap** (``bwrap``, the one execution mode): the command line built from the
+  policy (:func:`bwrap_argv`), the probe that says whether it works here and why not
+  (:func:`isolation_status`, which also requires the policy's seccomp filter), and the uid it
+  runs as when the grader is root;
 * a per-grader **fork server** (a Python that imported torch once, itself inside bwrap)
-  forks one sandbox per submission; each fork enters new mount/pid/IPC namespaces of its
-  own, mounts its private tmpfs, hides ``/proc``, drops every capability, sets
-  ``no_new_privs`` and its resource limits before it reads any learner code;
-* resource limits (address space, file size, CPU, processes, open files, no core dumps)
-  and wall-clock timeouts per cell and per call, enforced by the grader (it kills the
-  sandbox);
+  that forks one sandbox per submission (the fork's own namespaces, mounts, capability drop
+  and filter are ``sandbox_main._isolate`` / ``_drop_capabilities``), in a pids and a memory
+  cgroup where the grader can make them (:class:`ForkServer`);
+* wall-clock timeouts per cell and per call, enforced here (the sandbox is killed);
 * the grader makes itself a child subreaper and kills every descendant after each
   submission (:func:`kill_descendants`).
 
-Where bubblewrap or user namespaces are missing, :func:`isolation_status` says why, and
-the grader refuses unless the teacher asked for ``isolation="none"``
-(``course-grade --unsafe-no-sandbox``), which is recorded in every learner's notes.
+Where bubblewrap, user namespaces or the seccomp filter are missing, :func:`isolation_status`
+says why, and the grader refuses unless the teacher asked for ``isolation="none"``
+(``course-grade --unsafe-no-sandbox``: plainly unsafe, recorded in every learner's notes).
 """
 
 from __future__ import annotations
@@ -41,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from course_grader import protocol
+from course_grader import policy, protocol
 
 __all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "IsolationUnavailable",
            "isolation_status", "require_isolation", "set_child_subreaper", "descendants", "kill_descendants"]
@@ -67,21 +62,24 @@ class SandboxConfig:
         max_processes: RLIMIT_NPROC for the unprivileged user (root mode only).
         threads: torch / OpenMP threads inside the sandbox.
         user: unprivileged user to run as when the grader is root.
-        drop_privileges: "auto" (spawn as ``user`` if it can run the interpreter, else
-            switch user inside the sandbox after imports), "spawn", "late" or "never".
         max_restarts: how many times a dead sandbox is restarted for the remaining cells.
         submission_timeout: wall seconds for grading one notebook; later tests fail.
         fork_server: start sandboxes as forks of a pre-imported "zygote" process (one per
             grader process; ~0.1 s instead of a torch import per sandbox). Each fork sets
             its limits and drops privileges before any learner code; no learner code ever
             runs in the zygote. False: a fresh ``python -I`` per sandbox.
-        isolation: "bwrap" (default: operating-system isolation with bubblewrap; the
-            grader refuses to run learner code when it is unavailable) or "none" (the
-            teacher's explicit choice: no isolation beyond a separate process, limits
-            and ``user`` when root; recorded in every learner's notes).
+        isolation: "bwrap" (default and only execution mode: operating-system isolation
+            with bubblewrap; the grader refuses to run learner code when it is unavailable)
+            or "none" (``--unsafe-no-sandbox``: plainly unsafe, a child process with the
+            grader's own rights and the limits above; recorded in every learner's notes).
         tmp_bytes: size of each private tmpfs (``/tmp`` = ``HOME``; ``/var/tmp`` and
             ``/dev/shm`` get a quarter each).
         max_open_files: RLIMIT_NOFILE of the sandbox.
+        unsafe_reason: why ``isolation == "none"`` (recorded instead of the
+            ``--unsafe-no-sandbox`` note when the teacher did not pass that flag, e.g. a
+            learner's self-check on a machine without bubblewrap).
+        grader_memory_bytes: memory limit of each trusted grading process (``RLIMIT_DATA``):
+            what a test computes on a learner's result cannot take the class run down.
     """
 
     cell_timeout: float = 30.0
@@ -93,13 +91,14 @@ class SandboxConfig:
     max_processes: int = 256
     threads: int = 1
     user: str = "nobody"
-    drop_privileges: str = "auto"
     max_restarts: int = 1
     submission_timeout: float = 600.0
     fork_server: bool = True
     isolation: str = "bwrap"
     tmp_bytes: int = 64 * 2**20
     max_open_files: int = 1024
+    grader_memory_bytes: int = 4 * 2**30
+    unsafe_reason: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,7 +124,7 @@ class IsolationUnavailable(RuntimeError):
 BWRAP_ENV = "COURSE_GRADE_BWRAP"
 _ISOLATION: dict[str, tuple[bool, str]] = {}
 #: Mount points that get a fresh private tmpfs in every sandbox.
-_PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+_PRIVATE_TMP = policy.PRIVATE_TMP
 _HOW_TO_GET = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: "
                "`sudo dnf install bubblewrap`) on a Linux kernel with unprivileged user namespaces "
                "(`sysctl kernel.unprivileged_userns_clone=1` where that setting exists; in Docker, run with "
@@ -185,25 +184,32 @@ def bwrap_argv(*, zygote: bool, tmp_bytes: int = 64 * 2**20) -> list[str]:
         raise IsolationUnavailable("bubblewrap (bwrap) is not installed: " + _HOW_TO_GET)
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    for top in policy.READ_ONLY_SYSTEM:
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-                "/etc/alternatives"):
+    for etc in policy.READ_ONLY_ETC:
         if os.path.exists(etc):
             argv += ["--ro-bind", etc, etc]
     argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    sizes = policy.private_tmpfs_sizes(tmp_bytes)
+    argv += ["--dev", "/dev", "--proc", "/proc",
+             "--size", str(sizes["/tmp"]), "--tmpfs", "/tmp", "--size", str(sizes["/var/tmp"]), "--tmpfs", "/var/tmp"]
+    # after the private /tmp, /var/tmp and /dev: an installation that lives under one of them
+    # (a clone under /tmp) is bound read-only inside the sandbox's own private one
     for path in _readable_paths():
         argv += ["--ro-bind", path, path]
-    argv += ["--dev", "/dev", "--proc", "/proc",
-             "--size", str(tmp_bytes), "--tmpfs", "/tmp",
-             "--size", str(max(tmp_bytes // 4, 2**20)), "--tmpfs", "/var/tmp",
-             "--remount-ro", "/", "--chdir", "/tmp"]
+    argv += ["--remount-ro", "/", "--chdir", "/tmp"]
     if zygote:
         argv += ["--cap-add", "ALL"]
     return argv
+
+
+def private_binds() -> list[str]:
+    """Installation folders that live under a private mount point (/tmp, /var/tmp,
+    /dev/shm): each sandbox binds them again, read-only, inside its own fresh one."""
+    return [p for p in _readable_paths() if any(p.startswith(t + "/") for t in _PRIVATE_TMP)]
 
 
 def isolation_status(refresh: bool = False) -> tuple[bool, str]:
@@ -216,19 +222,24 @@ def isolation_status(refresh: bool = False) -> tuple[bool, str]:
         status = (False, f"operating-system isolation needs Linux (this is {sys.platform}): " + _HOW_TO_GET)
     elif bwrap_path() is None:
         status = (False, "bubblewrap (bwrap) is not installed: " + _HOW_TO_GET)
-    elif any(p == t or p.startswith(t + "/") for p in _readable_paths() for t in _PRIVATE_TMP):
-        status = (False, "the Python installation or course_lib lives under " + ", ".join(_PRIVATE_TMP) + " ("
-                  + ", ".join(p for p in _readable_paths() if p.startswith(_PRIVATE_TMP)) + "), which every "
-                  "sandbox replaces by its own empty tmpfs; install them elsewhere")
+    elif not policy.seccomp_support()[0]:
+        status = (False, policy.seccomp_support()[1])
+    elif any(p in _PRIVATE_TMP for p in _readable_paths()):
+        status = (False, "the Python installation or course_lib is " + ", ".join(p for p in _readable_paths()
+                                                                                 if p in _PRIVATE_TMP)
+                  + " itself, which every sandbox must replace by its own empty folder: install them in a "
+                  "folder below it (e.g. /tmp/course) or elsewhere")
     else:
         probe = ("import os; m = open('/proc/self/uid_map').read().split(); "
                  "assert m != ['0', '0', '4294967295'], 'no user namespace'; "
-                 "print('isolated', os.listdir('/tmp'))")
+                 "print('isolated', sorted(os.listdir('/tmp')))")
         try:
             res = subprocess.run([*bwrap_argv(zygote=True), sys.executable, "-I", "-S", "-c", probe],
                                  capture_output=True, text=True, timeout=60, cwd="/",
                                  env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-            if res.returncode == 0 and "isolated []" in res.stdout:
+            # an empty private /tmp, but for the installation's own folders bound inside it
+            inside = sorted({p.split("/")[2] for p in private_binds() if p.startswith("/tmp/")})
+            if res.returncode == 0 and f"isolated {inside!r}" in res.stdout:
                 status = (True, f"bubblewrap ({bwrap_path()})")
             else:
                 why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -267,6 +278,15 @@ def require_isolation(config: "SandboxConfig") -> None:
     ok, why = isolation_status()
     if not ok:
         raise IsolationUnavailable("refusing to run learner code without a sandbox: " + why)
+
+
+def unsafe_note(config: "SandboxConfig") -> str:
+    """The note recorded when learner code ran without the sandbox: the real reason."""
+    if config.unsafe_reason:
+        return ("Ran WITHOUT the operating-system sandbox: " + config.unsafe_reason
+                + ". The code ran with your own rights (for a self-check of your own notebook this is what "
+                "Jupyter does too).")
+    return UNSAFE_NOTE
 
 
 #: Note added to every learner's results when the teacher graded without isolation.
@@ -361,27 +381,11 @@ def kill_descendants(exclude: frozenset[int] | set[int] = frozenset(), rounds: i
 
 # -- the sandbox ---------------------------------------------------------------------------
 
-_SPAWN_PROBE: dict[tuple[str, str], bool] = {}
 
 
 def _user_ids(name: str) -> tuple[int, int]:
     entry = pwd.getpwnam(name)
     return entry.pw_uid, entry.pw_gid
-
-
-def _can_spawn_as(user: str) -> bool:
-    """Can ``user`` start this interpreter (e.g. not if it lives under /root)?"""
-    key = (sys.executable, user)
-    if key not in _SPAWN_PROBE:
-        uid, gid = _user_ids(user)
-        try:
-            res = subprocess.run([sys.executable, "-I", "-c", "import torch"], user=uid, group=gid,
-                                 extra_groups=[], cwd="/", capture_output=True, timeout=60,
-                                 env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
-            _SPAWN_PROBE[key] = res.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            _SPAWN_PROBE[key] = False
-    return _SPAWN_PROBE[key]
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -425,18 +429,19 @@ def _ns_pid_map(pids: list[int]) -> dict[int, int]:
 
 
 _CGROUPS: list[str] = []
+ZYGOTE_MEMORY_BYTES = policy.ZYGOTE_MEMORY_BYTES
 
 
-def _pids_cgroup(limit: int) -> str | None:
-    """As root: a new cgroup of the ``pids`` controller (v1 or v2) allowing ``limit`` tasks,
-    for one fork server and its sandboxes. Root's processes are exempt from
-    ``RLIMIT_NPROC``, so this is what stops a fork bomb there. None where unavailable."""
+def _new_cgroup(controller: str, settings: dict[str, str]) -> str | None:
+    """As root: a new cgroup of ``controller`` (v1 hierarchy, or v2 when it is enabled
+    there) with ``settings`` written, for one fork server and its sandboxes. None where
+    unavailable (not root, no writable hierarchy)."""
     if os.geteuid() != 0:
         return None
-    candidates = ["/sys/fs/cgroup/pids"]
+    candidates = [f"/sys/fs/cgroup/{controller}"]
     try:
         with open("/sys/fs/cgroup/cgroup.subtree_control") as fh:
-            if "pids" in fh.read().split():
+            if controller in fh.read().split():
                 candidates.append("/sys/fs/cgroup")
     except OSError:
         pass
@@ -451,10 +456,18 @@ def _pids_cgroup(limit: int) -> str | None:
                 except OSError:
                     pass
         path = os.path.join(base, f"course-grade-{os.getpid()}-{len(_CGROUPS)}")
+        v2 = base == "/sys/fs/cgroup"
         try:
             os.mkdir(path, 0o755)
-            with open(os.path.join(path, "pids.max"), "w") as fh:
-                fh.write(str(limit))
+            for key, value in settings.items():
+                if v2:
+                    key = {"memory.limit_in_bytes": "memory.max", "memory.memsw.limit_in_bytes": "memory.swap.max"
+                           }.get(key, key)
+                    value = "0" if key == "memory.swap.max" else value
+                target = os.path.join(path, key)
+                if os.path.exists(target):
+                    with open(target, "w") as fh:
+                        fh.write(value)
         except OSError:
             try:
                 os.rmdir(path)
@@ -464,6 +477,19 @@ def _pids_cgroup(limit: int) -> str | None:
         _CGROUPS.append(path)
         return path
     return None
+
+
+def _pids_cgroup(limit: int) -> str | None:
+    """A ``pids`` cgroup allowing ``limit`` tasks. Root's processes are exempt from
+    ``RLIMIT_NPROC``, so this is what stops a fork bomb there."""
+    return _new_cgroup("pids", {"pids.max": str(limit)})
+
+
+def _memory_cgroup(nbytes: int) -> str | None:
+    """A ``memory`` cgroup of ``nbytes`` (no swap beyond it): one bound over every process
+    of the fork server and its one live sandbox, whatever the learner's code allocates and
+    however many processes it spreads over."""
+    return _new_cgroup("memory", {"memory.limit_in_bytes": str(nbytes), "memory.memsw.limit_in_bytes": str(nbytes)})
 
 
 def _remove_cgroups() -> None:
@@ -489,7 +515,7 @@ class ForkServer:
     """
 
     def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                 tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None) -> None:
+                 tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None, memory_bytes: int = 0) -> None:
         import json
         import socket
         self.mode = mode
@@ -497,18 +523,29 @@ class ForkServer:
         cfg = {"sock_fd": child.fileno(), "sys_path": _sandbox_sys_path(mode), "threads": threads,
                "isolated": mode == "bwrap"}
         kwargs: dict[str, Any] = {}
-        if mode == "spawn" or (mode == "bwrap" and uid is not None):
+        if mode == "bwrap" and uid is not None:
             kwargs = {"user": uid, "group": gid, "extra_groups": []}
         prefix = bwrap_argv(zygote=True, tmp_bytes=tmp_bytes) if mode == "bwrap" else []
         # root's processes ignore RLIMIT_NPROC: a pids cgroup caps them (an unprivileged uid
         # is capped by the rlimit itself)
         self.cgroup = _pids_cgroup(max_tasks) if (mode == "bwrap" and max_tasks and uid is None) else None
-        if self.cgroup is not None:
-            procs = os.path.join(self.cgroup, "cgroup.procs")
-
+        # one memory bound over all of the learner's processes, where a memory cgroup can be had
+        self.memory_cgroup = _memory_cgroup(memory_bytes + ZYGOTE_MEMORY_BYTES) if memory_bytes else None
+        self.memory_bound = (f"memory cgroup: {(memory_bytes + ZYGOTE_MEMORY_BYTES) // 2**20} MB for all processes of "
+                             f"the sandbox together (its fork server's {ZYGOTE_MEMORY_BYTES // 2**20} MB included), "
+                             f"and RLIMIT_AS {memory_bytes // 2**20} MB per process"
+                             if self.memory_cgroup else
+                             f"RLIMIT_AS {memory_bytes // 2**20} MB per process (no memory cgroup available here: "
+                             "not root, or no writable memory controller)")
+        groups = [os.path.join(g, "cgroup.procs") for g in (self.cgroup, self.memory_cgroup) if g is not None]
+        if uid is not None:  # the child enters after it became uid (preexec_fn runs after setuid)
+            for procs in groups:
+                os.chown(procs, uid, gid if gid is not None else -1)
+        if groups:
             def enter_cgroup() -> None:  # in the child, before exec: bwrap and all it starts
-                with open(procs, "w") as fh:
-                    fh.write(str(os.getpid()))
+                for procs in groups:
+                    with open(procs, "w") as fh:
+                        fh.write(str(os.getpid()))
             kwargs["preexec_fn"] = enter_cgroup
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote",
@@ -574,26 +611,31 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if self.cgroup is not None:
-            try:
-                os.rmdir(self.cgroup)
-            except OSError:
-                pass
+        for group in (self.cgroup, self.memory_cgroup):
+            if group is not None:
+                for _ in range(50):
+                    try:
+                        os.rmdir(group)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.02)
 
 
 _FORK_SERVERS: dict[tuple, ForkServer] = {}
 
 
 def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None) -> ForkServer:
+                tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None, memory_bytes: int = 0) -> ForkServer:
     """The (lazily started) fork server of this process for a privilege mode."""
     if not _FORK_SERVERS:
         import atexit
         atexit.register(_close_fork_servers)
-    key = (os.getpid(), mode, uid, threads, tmp_bytes, max_tasks)
+    key = (os.getpid(), mode, uid, threads, tmp_bytes, max_tasks, memory_bytes)
     server = _FORK_SERVERS.get(key)
     if server is None or not server.alive:
-        server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes, max_tasks)
+        server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes, max_tasks, memory_bytes)
         _FORK_SERVERS[key] = server
     return server
 
@@ -676,6 +718,7 @@ class Sandbox:
         self._buf = b""
         self.uid: int | None = None
         self.privilege_mode = "none"
+        self.memory_bound = f"RLIMIT_AS {config.memory_bytes // 2**20} MB per process"
 
     @staticmethod
     def prepare(config: SandboxConfig) -> None:
@@ -690,34 +733,27 @@ class Sandbox:
             mode, uid, gid = Sandbox._mode(config)
             try:
                 fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes,
-                            _max_tasks(config))
+                            _max_tasks(config), config.memory_bytes if mode == "bwrap" else 0)
             except OSError:
                 pass
 
     @staticmethod
     def _mode(cfg: SandboxConfig) -> tuple[str, int | None, int | None]:
-        if cfg.isolation == "bwrap":
-            if os.geteuid() != 0 or cfg.drop_privileges == "never":
-                return "bwrap", None, None
-            # As root: run bubblewrap as an unprivileged uid (the worker's own, else `user`)
-            # when that uid can read the Python installation; else as root, which inside
-            # its user namespace holds no capability either (docs/GRADING.md).
-            uid, gid = _user_ids(cfg.user)
-            slot_uid = os.environ.get(SANDBOX_UID_ENV, "")
-            if slot_uid.isdigit():
-                uid = gid = int(slot_uid)
-            if _bwrap_works_as(uid, gid):
-                return "bwrap", uid, gid
-            return "bwrap", None, None
-        if os.geteuid() != 0 or cfg.drop_privileges == "never":
+        """One execution mode: ``"bwrap"`` (as root: bubblewrap started as an unprivileged uid,
+        the worker's own or ``cfg.user``, when that uid can read the Python installation; else
+        as root, which holds no capability outside its user namespace either), or ``"none"``
+        (``--unsafe-no-sandbox``: a plain child process with the grader's own rights)."""
+        if cfg.isolation != "bwrap":
             return "none", None, None
+        if os.geteuid() != 0:
+            return "bwrap", None, None
         uid, gid = _user_ids(cfg.user)
         slot_uid = os.environ.get(SANDBOX_UID_ENV, "")
-        if slot_uid.isdigit():  # parallel workers: one uid each, so sandboxes cannot ptrace each other
+        if slot_uid.isdigit():
             uid = gid = int(slot_uid)
-        if cfg.drop_privileges == "spawn" or (cfg.drop_privileges == "auto" and _can_spawn_as(cfg.user)):
-            return "spawn", uid, gid
-        return "late", uid, gid
+        if _bwrap_works_as(uid, gid):
+            return "bwrap", uid, gid
+        return "bwrap", None, None
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -729,21 +765,18 @@ class Sandbox:
         if mode == "bwrap":
             home = "/tmp"  # a private tmpfs of this sandbox alone
         else:
-            self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")
-            if run_uid is not None and run_gid is not None:
-                os.chown(self.tmpdir, run_uid, run_gid)
+            self.tmpdir = tempfile.mkdtemp(prefix="course-grade-")  # --unsafe-no-sandbox: our own rights
             os.chmod(self.tmpdir, 0o700)
             home = os.path.join(self.tmpdir, "home")
             os.mkdir(home)
-            if run_uid is not None and run_gid is not None:
-                os.chown(home, run_uid, run_gid)
         job: dict[str, Any] = {
             "memory_bytes": cfg.memory_bytes, "file_size_bytes": cfg.file_size_bytes,
             "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": _sandbox_sys_path(mode),
             "drop": mode, "uid": run_uid, "gid": run_gid,
-            "max_processes": cfg.max_processes if (run_uid is not None or mode == "bwrap") else None,
+            "max_processes": cfg.max_processes if mode == "bwrap" else None,
             "max_open_files": cfg.max_open_files, "tmp_bytes": cfg.tmp_bytes,
             "isolate": mode == "bwrap" and cfg.fork_server,
+            "private_binds": private_binds(),
             "cwd": home, "env": _scrubbed_env(home, cfg.threads),
         }
         # The log is an unlinked file only the grader can name: the sandbox gets a write
@@ -751,17 +784,13 @@ class Sandbox:
         # replace with a FIFO or a symlink).
         self.log_fd = _private_log()
         log_fd = os.dup(self.log_fd)
-        if run_uid is not None and run_gid is not None and mode != "bwrap":
-            try:
-                os.fchown(log_fd, run_uid, run_gid)
-            except OSError:
-                pass
         try:
             server = None
             if cfg.fork_server:
                 try:
                     server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout, cfg.tmp_bytes,
-                                         _max_tasks(cfg))
+                                         _max_tasks(cfg), cfg.memory_bytes if mode == "bwrap" else 0)
+                    self.memory_bound = server.memory_bound
                 except OSError:
                     server = None  # fall back to a fresh interpreter
             if server is not None:
@@ -781,7 +810,7 @@ class Sandbox:
                 self.req_fd, self.resp_fd = req_w, resp_r
             else:
                 kwargs: dict[str, Any] = {}
-                if mode == "spawn" or (mode == "bwrap" and run_uid is not None):
+                if mode == "bwrap" and run_uid is not None:
                     kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
                 prefix = bwrap_argv(zygote=False, tmp_bytes=cfg.tmp_bytes) if mode == "bwrap" else []
                 script = str(Path(__file__).with_name("sandbox_main.py"))

@@ -2,7 +2,7 @@
 
 Started by :class:`course_grader.sandbox.Sandbox` as
 ``python -I sandbox_main.py CONFIG_JSON`` in a temporary directory. It applies resource
-limits, imports the libraries learners use, drops privileges when started as root, then
+limits, imports the libraries learners use, then
 serves requests from the grader on its original stdin/stdout file descriptors:
 ``exec`` (run a learner cell), ``globals`` (describe the learner's names), and operations
 on objects (``call``, ``getattr``, ``getitem``, ``len``, ``iter`` ...).
@@ -33,7 +33,7 @@ PRELOAD = [
     "warnings", "string", "textwrap", "enum", "contextlib", "abc", "numbers", "heapq", "bisect",
     "inspect", "sysconfig", "shlex", "importlib.resources", "importlib.metadata", "unicodedata",
     "numpy", "torch", "torch.nn", "torch.nn.functional", "torch.testing", "course_lib",
-    "course_lib.grading.checks", "IPython.core.inputtransformer2",
+    "course_grader.checks", "IPython.core.inputtransformer2", "course_grader.policy",
 ]
 #: Modules of course_lib that are not the reference answers (the toolkit tests use).
 _NOT_REFERENCE = ("course_lib.grading",)
@@ -129,6 +129,7 @@ def _check(ret: int, what: str) -> None:
 
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
 _MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV = 16384, 1 << 18, 2, 4
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
 
 
 def _isolate(job: dict) -> None:
@@ -136,79 +137,58 @@ def _isolate(job: dict) -> None:
     size-limited tmpfs for /tmp (also HOME), /var/tmp and /dev/shm; /proc is hidden (the
     sandbox has no business with processes, and the zygote's would be visible there).
     The next process forked is the init of the new pid namespace."""
+    from course_grader import policy
     libc = _c()
     _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
     size = int(job.get("tmp_bytes") or 64 * 2**20)
-    for target, nbytes in ((b"/tmp", size), (b"/var/tmp", size // 4), (b"/dev/shm", size // 4)):
-        opts = f"size={max(nbytes, 2**20)},nr_inodes=4096,mode=0700".encode()
-        _check(libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), f"mount tmpfs {target!r}")
+    # installation folders under /tmp or /var/tmp (a clone under /tmp): held open now, bound
+    # again read-only inside this sandbox's fresh tmpfs below
+    binds = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in job.get("private_binds") or []]
+    # a /dev of this sandbox alone (the fork server's is shared by every sandbox it forks):
+    # the device nodes a program needs, bound from the fork server's /dev, read-only
+    nodes = [(n, os.open(f"/dev/{n}", os.O_PATH)) for n in policy.DEV_NODES if os.path.exists(f"/dev/{n}")]
+    dev_opts = f"size={policy.DEV_BYTES},nr_inodes=64".encode()
+    _check(libc.mount(b"tmpfs", b"/dev", b"tmpfs", _MS_NOSUID, dev_opts + b",mode=0755"), "mount /dev")
+    for name, fd in nodes:
+        open(f"/dev/{name}", "w").close()
+        _check(libc.mount(f"/proc/self/fd/{fd}".encode(), f"/dev/{name}".encode(), None, _MS_BIND, None),
+               f"bind /dev/{name}")
+        os.close(fd)
+    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{link}")
+    os.mkdir("/dev/shm")
+    for target, nbytes in policy.private_tmpfs_sizes(size).items():
+        opts = f"size={nbytes},nr_inodes={policy.TMPFS_INODES},mode=0700".encode()
+        _check(libc.mount(b"tmpfs", target.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), f"mount tmpfs {target}")
+    _check(libc.mount(b"none", b"/dev", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, dev_opts), "make /dev read-only")
+    for path, fd in binds:
+        os.makedirs(path, exist_ok=True)
+        _check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None),
+               f"bind {path}")
+        _check(libc.mount(b"none", path.encode(), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None),
+               f"read-only {path}")
+        os.close(fd)
     _check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4096,nr_inodes=8,mode=0555"),
            "hide /proc")
 
 
-#: System calls a sandbox never needs and that reach past its namespaces (kernel keyrings,
-#: tracing, BPF, modules, mounts, new namespaces): they fail with EPERM. ``clone3`` fails with
-#: ENOSYS so that the C library falls back to ``clone``, whose namespace flags are refused.
-_DENIED = {
-    "x86_64": (0xC000003E, {"ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321,
-                            "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320,
-                            "init_module": 175, "finit_module": 313, "delete_module": 176, "mount": 165,
-                            "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308, "swapon": 167,
-                            "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425,
-                            "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
-               56, 435),
-    "aarch64": (0xC00000B7, {"ptrace": 117, "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280,
-                             "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104, "kexec_file_load": 294,
-                             "init_module": 105, "finit_module": 273, "delete_module": 106, "mount": 40,
-                             "umount2": 39, "pivot_root": 41, "unshare": 97, "setns": 268, "swapon": 224,
-                             "process_vm_readv": 270, "process_vm_writev": 271, "io_uring_setup": 425,
-                             "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
-                220, 435),
-}
-_NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+def _seccomp() -> str:
+    """Install the policy's seccomp filter (course_grader.policy; needs no_new_privs). A filter
+    that cannot be installed ends the sandbox before any learner code runs."""
+    for path in reversed(_SYS_PATH):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    from course_grader import policy
+    try:
+        return policy.install_seccomp()
+    except Exception as exc:  # noqa: BLE001 - loudly: no learner code without the filter
+        sys.stderr.write(f"course-sandbox: {exc}\n")
+        os._exit(96)
 
 
-def _seccomp() -> bool:
-    """Install a seccomp filter refusing :data:`_DENIED` (needs no_new_privs). Returns
-    False on an architecture we have no table for (the rest of the isolation still holds)."""
-    import ctypes
-    import platform
-    table = _DENIED.get(platform.machine())
-    if table is None:
-        return False
-    arch, denied, clone_nr, clone3_nr = table
-    ld_abs, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
-    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-    prog: list[tuple[int, int, int, int]] = [
-        (ld_abs, 0, 0, 4),                      # A = arch
-        (jeq, 1, 0, arch),                      # right arch: skip the next instruction
-        (ret, 0, 0, eperm),                     # another ABI: refuse everything
-        (ld_abs, 0, 0, 0),                      # A = syscall number
-        (jge, 0, 1, 0x40000000),                # x32 ABI numbers: refuse
-        (ret, 0, 0, eperm),
-        (jeq, 0, 1, clone3_nr),
-        (ret, 0, 0, enosys),
-    ]
-    for nr in denied.values():
-        prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
-    prog += [(jeq, 0, 3, clone_nr),             # clone: look at its flags (low 32 bits of args[0])
-             (ld_abs, 0, 0, 16),
-             (jset, 0, 1, _NAMESPACE_FLAGS),
-             (ret, 0, 0, eperm),
-             (ret, 0, 0, allow)]
-
-    class _Insn(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                    ("k", ctypes.c_uint32)]
-
-    class _Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
-
-    insns = (_Insn * len(prog))(*[_Insn(*i) for i in prog])
-    fprog = _Prog(len(prog), insns)
-    _check(_c().prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp")  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-    return True
+_SYS_PATH: list[str] = []
 
 
 def _drop_capabilities() -> None:
@@ -231,40 +211,6 @@ def _drop_capabilities() -> None:
     _check(libc.capset(ctypes.byref(header), data), "capset")
     _check(libc.prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
     _seccomp()
-
-
-def _drop_privileges_late(cfg: dict) -> None:
-    """Switch to the unprivileged user after the imports.
-
-    The interpreter may live under a directory the unprivileged user cannot traverse
-    (e.g. pyenv under /root). Directories on sys.path are opened now and reached through
-    ``/proc/self/fd/N`` afterwards, so later imports keep working.
-    """
-    import ctypes
-    roots: dict[str, str] = {}
-    for p in list(sys.path):
-        if p and os.path.isdir(p) and p.startswith("/root"):
-            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)
-            roots[p] = f"/proc/self/fd/{fd}"
-
-    def remap(p: str) -> str:
-        for root, fdpath in roots.items():
-            if p == root or p.startswith(root + "/"):
-                return fdpath + p[len(root):]
-        return p
-
-    os.setgroups([])
-    os.setgid(cfg["gid"])
-    os.setuid(cfg["uid"])
-    if os.getuid() == 0 or os.geteuid() == 0:
-        os._exit(97)
-    ctypes.CDLL(None, use_errno=True).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: keep /proc/self/fd usable
-    sys.path[:] = [remap(p) for p in sys.path]
-    for mod in list(sys.modules.values()):
-        path = getattr(mod, "__path__", None)
-        if isinstance(path, list):
-            path[:] = [remap(p) for p in path]
-    sys.path_importer_cache.clear()
 
 
 class Server:
@@ -380,7 +326,7 @@ class Server:
             self.send(reply)
 
     def op_exec(self, req: dict) -> dict:
-        name = f"<cell {req['cell']}>"
+        name = f"<cell {int(req['cell']) + 1}>"  # numbered from 1, as JupyterLab shows cells
         source = req["source"]
         out, err = _Capped(), _Capped()
         old = sys.stdout, sys.stderr
@@ -506,9 +452,9 @@ def _forget_reference() -> None:
     means loading it again, which :meth:`Server.op_loaded` then reports, whatever the way
     (``import``, ``importlib.import_module``, ``__import__``, ``sys.modules``).
 
-    ``course_lib`` itself becomes a stand-in package: ``course_lib.grading`` stays loaded
-    (tests use its toolkit), and reading any other attribute (``cl.masked_softmax``) loads
-    the real package first.
+    ``course_lib`` itself becomes a stand-in package: reading an attribute
+    (``cl.masked_softmax``) loads the real package first. The checks toolkit tests use is
+    ``course_grader.checks``, which needs no course_lib.
     """
     import gc
     import importlib
@@ -538,9 +484,6 @@ def _forget_reference() -> None:
     stub = _CourseLib("course_lib", real.__doc__)
     for attr in ("__file__", "__path__", "__spec__", "__loader__", "__package__"):
         setattr(stub, attr, getattr(real, attr, None))
-    grading = sys.modules.get("course_lib.grading")
-    if grading is not None:
-        stub.grading = grading  # type: ignore[attr-defined]
     sys.modules["course_lib"] = stub
     del real
     gc.collect()
@@ -558,8 +501,6 @@ def _forget_reference() -> None:
 
 
 def _serve(cfg: dict, req_fd: int, resp_fd: int) -> None:
-    if cfg.get("drop") == "late" and os.getuid() == 0:
-        _drop_privileges_late(cfg)
     try:
         _forget_reference()
     except Exception:  # noqa: BLE001 - the note is best effort, grading goes on
@@ -578,6 +519,7 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
+    _SYS_PATH[:] = cfg.get("sys_path", [])
     if cfg.get("drop") == "bwrap":  # bubblewrap left no capability; add no_new_privs and the filter
         _check(_c().prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
         _seccomp()

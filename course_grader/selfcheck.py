@@ -244,4 +244,8 @@ def render_check(report: CheckReport) -> str:
                      f"all {_pts(rest)} points may also depend on hidden tests.")
     lines.append(f"Maximum grade: {_pts(report.max_points)} points. Passing the public checks does not mean "
                  "the hidden tests pass.")
+    lines.append("The checks above are the test cells of the notebook checked (or of --release), run inside the "
+                 "sandbox like the rest of its code: this is a help for the notebook's author, not proof of a grade "
+                 "(a notebook can carry altered checks; nbgrader's checksums detect accidental edits, they do not "
+                 "authenticate anything).")
     return "\n".join(lines) + "\n"

@@ -23,8 +23,22 @@ from course_grader.sandbox import (SandboxConfig, fork_server_pids, kill_descend
 __all__ = ["main"]
 
 
-def main() -> None:
+def _limit_memory(nbytes: int) -> None:
+    """The grader's own memory limit (``RLIMIT_DATA``: heap and anonymous mappings): a test
+    that would allocate without bound on a learner's result gets a MemoryError / torch
+    allocation error, which fails that test, instead of the machine's OOM killer ending
+    the class run."""
+    import resource
+    if nbytes > 0:
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (nbytes, nbytes))
+        except (ValueError, OSError):
+            pass
+
+
+def main(memory_bytes: int = 0) -> None:
     set_child_subreaper()
+    _limit_memory(memory_bytes)
     if os.geteuid() != 0:
         make_undumpable()  # sandboxes share our uid: keep them from ptracing the grader
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")

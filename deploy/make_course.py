@@ -114,8 +114,6 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
     unknown = [a for a in assignments if a not in known]
     if unknown:
         raise SystemExit(f"no assignment {', '.join(unknown)} in {REPO / 'solutions'}; known: {', '.join(known)}")
-    from course_grader.nbgrader_course import init_course
-
     ignore = repo_ignore_list()
     course_dir = course_dir.resolve()
     config = course_dir / "nbgrader_config.py"
@@ -125,7 +123,8 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
             shutil.rmtree(course_dir / "source" / name)
     # The course's nbgrader rules (instructor-only files, stderr, released metadata) are
     # course-grade's own (course_grader.nbgrader_course); this adds the exchange.
-    init_course(course_dir, REPO / "solutions", list(assignments), course_id=course_id)
+    subprocess.run([sys.executable, "-m", "course_grader", "init-course", str(course_dir), *assignments,
+                    "--course-id", course_id, "--from", str(REPO / "solutions")], check=True)
     if fresh:
         config.write_text(config.read_text() + EXCHANGE_CONFIG.format(exchange=exchange))
     if owner:

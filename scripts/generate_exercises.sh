@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
-PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m course_grader generate "$@"
+PYTHONPATH="$PWD/tests:$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m grading_dev generate "$@"

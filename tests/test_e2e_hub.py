@@ -581,6 +581,12 @@ def instructor_formgrader(browser, hub: Hub, expected: dict[str, float]) -> None
         s.wait_for("formgrader gradebook", "the learners' names shown",
                    lambda: all(n in s.page.inner_text("body") for n in LEARNERS), SHORT)
         s.shot("08-formgrader-submissions")
+        # issue 19: after --to-nbgrader no submission is flagged "needs manual grade" (as after
+        # nbgrader autograde); Formgrader marks a flagged row with an icon in this column
+        flagged = s.page.locator("td.needs-manual-grade span").count()
+        if flagged:
+            s.fail("formgrader gradebook", "no submission flagged 'needs manual grade'",
+                   f"{flagged} of {len(LEARNERS)} flagged")
         s.page.goto(f"{hub.url}/user/{TEACHER}/formgrader/manage_students", timeout=SHORT * 1000)
 
         def scores_shown() -> bool:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from course_grader.cli import find_submissions, grade_many
-from course_grader.generate import generate_exercises, list_assignments
+from grading_dev.generate import generate_exercises, list_assignments
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
-from course_grader.testing import load_mistakes, variant, write_notebook
+from grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 

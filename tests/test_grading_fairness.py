@@ -3,7 +3,7 @@
 For every assignment in ``solutions/`` (discovered, so a new assignment is covered without
 editing this file) and every typical mistake of its ``mistakes.py``, each test cell runs
 under 50 seeds, seeded exactly as ``course-grade --seed S`` seeds it
-(:mod:`course_grader.fairness`), and must give the same verdict under every seed. The
+(:mod:`grading_dev.fairness`), and must give the same verdict under every seed. The
 solution passes every test under every seed. Mistakes marked ``"public": True`` are the
 common ones the learner's self-check (public tests only) must catch.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from course_grader.fairness import outcomes_under_seeds
-from course_grader.generate import list_assignments
+from grading_dev.fairness import outcomes_under_seeds
+from grading_dev.generate import list_assignments
 from course_grader.notebook import Assignment, SourceNotebook
 from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
-from course_grader.testing import load_mistakes, variant, write_notebook
+from grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -107,7 +107,7 @@ def test_harness_finds_a_draw_that_hides_a_mistake(tmp_path):
         code = lambda src, **nbg: {"cell_type": "code", "execution_count": None, "outputs": [], "source": src,  # noqa: E731
                                    "metadata": {"nbgrader": {"schema_version": 3, **nbg}} if nbg else {}}
         return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-            code("import math\nimport torch\nfrom course_lib.grading.checks import fresh_rng, rand_int, randn"),
+            code("import math\nimport torch\nfrom course_grader.checks import fresh_rng, rand_int, randn"),
             code("def scores(q, k):\n    ### BEGIN SOLUTION\n    return q @ k.T / math.sqrt(q.shape[-1])\n"
                  "    ### END SOLUTION", grade=False, solution=True, locked=False, grade_id="scores"),
             code("### BEGIN HIDDEN TESTS\nrng = fresh_rng()\n"

@@ -271,7 +271,7 @@ def test_restarts_count_against_the_submission_budget():
 @needs_bwrap
 def test_reference_imports_are_seen_however_made(session):
     assert session.loaded_reference() == []
-    _run(session, "from course_lib.grading.checks import assert_shape\nimport course_lib.grading.checks as ck")
+    _run(session, "from course_grader.checks import assert_shape\nimport course_grader.checks as ck")
     assert session.loaded_reference() == []  # the checks toolkit is not the reference
     _run(session, "import sys, importlib\n_m = importlib.import_module('course_lib.masking')\n"
                   "del sys.modules['course_lib.masking']")

@@ -21,7 +21,7 @@ import pytest
 
 from course_grader import cli
 from course_grader.sandbox import descendants
-from course_grader.testing import load_mistakes, variant, write_notebook
+from grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 
@@ -35,7 +35,7 @@ WRONG_DOT = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]["dot_produ
 
 PATCH_CHECKS = '''
 import numpy, torch, torch.testing
-import course_lib.grading.checks as _checks
+import course_grader.checks as _checks
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
 torch.testing.assert_close = lambda *a, **k: None

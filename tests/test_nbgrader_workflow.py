@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from course_grader import cli
-from course_grader.testing import load_mistakes, variant, write_notebook
+from grading_dev.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -72,7 +72,7 @@ def course(tmp_path_factory):
     course, exchange, home = base / "course", base / "exchange", base / "home"
     exchange.mkdir()
     home.mkdir()
-    assert cli.main(["init-course", str(course), NAME, "--course-id", COURSE_ID]) == 0
+    assert cli.main(["init-course", str(course), NAME, "--course-id", COURSE_ID, "--from", str(ROOT / "solutions")]) == 0
     with open(course / "nbgrader_config.py", "a", encoding="utf-8") as fh:
         fh.write(f"c.Exchange.root = {str(exchange)!r}\n")
     assert (course / "source" / NAME / "mistakes.py").is_file()  # the teacher keeps it...
@@ -166,7 +166,7 @@ def test_answer_key_follows_the_course_source(tmp_path, capsys):
     """An edited source/ in a teacher's course is the answer key (one test worth 2 points: max 16);
     --answer-key overrides it; both are printed and recorded."""
     course = tmp_path / "course"
-    assert cli.main(["init-course", str(course), NAME]) == 0
+    assert cli.main(["init-course", str(course), NAME, "--from", str(ROOT / "solutions")]) == 0
     src = course / "source" / NAME / "scoring.ipynb"
     nb = json.loads(src.read_text("utf-8"))
     for cell in nb["cells"]:
@@ -204,7 +204,7 @@ def test_formgrader_works_without_the_venv_on_path(tmp_path):
 
     course, home = tmp_path / "course", tmp_path / "home"
     home.mkdir()
-    assert cli.main(["init-course", str(course), NAME]) == 0
+    assert cli.main(["init-course", str(course), NAME, "--from", str(ROOT / "solutions")]) == 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -234,7 +234,7 @@ def test_repository_and_course_configs_share_the_rules(tmp_path):
     from course_grader.nbgrader_course import INSTRUCTOR_ONLY, KERNEL_ARGUMENTS, RecordAssignment
     from course_grader.nbgrader_export import load_course
 
-    assert cli.main(["init-course", str(tmp_path / "course"), NAME]) == 0
+    assert cli.main(["init-course", str(tmp_path / "course"), NAME, "--from", str(ROOT / "solutions")]) == 0
     for root in (ROOT, tmp_path / "course"):
         config = load_course(root).config
         assert list(config.CourseDirectory.ignore) == INSTRUCTOR_ONLY

@@ -1,12 +1,10 @@
-"""The checks toolkit that assignment test cells import (:mod:`course_lib.grading.checks`).
+"""Old home of the checks toolkit, now :mod:`course_grader.checks` (issue 19).
 
-The grading engine itself (sandbox, proxies, runner, gradebooks, ``course-grade``) is the
-top-level package :mod:`course_grader`, outside the library learners read. The old engine
-paths ``course_lib.grading.cli``, ``course_lib.grading.nbgrader_course`` and
-``python -m course_lib.grading`` still work and lead there (for nbgrader configurations and
-scripts written before the move).
+Only ``course_lib.grading.checks`` remains, as the same module object as
+``course_grader.checks``, for assignments written before the move; the grading engine is the
+top-level package :mod:`course_grader`.
 """
 
 from __future__ import annotations
 
-__all__ = ["checks"]
+__all__: list[str] = []

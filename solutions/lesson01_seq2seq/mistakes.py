@@ -41,6 +41,12 @@ def bleu(pred_tokens, label_tokens, k):
     len_pred, len_label = len(pred_tokens), len(label_tokens)
 '''
 
+# Issue 19 audit: "greedy_one_row_at_a_time" and "greedy_runs_to_max_len" (right tokens, but one
+# decode_step call per row, or calls after every row stopped) were caught only through
+# ScriptedModel.calls, a list kept by a learner-editable object inside the learner's own process
+# (greedy_decode itself can rewrite it). The grader no longer scores that evidence, so these two
+# are not graded mistakes any more; the lesson's text still asks for batched decoding.
+
 MISTAKES = {
     # D2L's encoder: the GRU also reads the pads, and the "final" state is the one after them.
     "encoder_reads_padding": {
@@ -135,42 +141,6 @@ MISTAKES = {
                     tokens[b].append(token)
             if all(done):
                 break
-    return tokens
-'''},
-        "fails": ["test_greedy"],
-    },
-    "greedy_one_row_at_a_time": {
-        "replace": {"greedy_decode": '''
-def greedy_decode(model, src, src_valid_lens, bos_id, eos_id, max_len):
-    tokens = []
-    with torch.no_grad():
-        for b in range(src.shape[0]):
-            state = model.encode(src[b:b + 1], src_valid_lens[b:b + 1])
-            prev = torch.tensor([bos_id])
-            row = []
-            for _ in range(max_len):
-                logits, state = model.decode_step(prev, state)
-                prev = logits.argmax(dim=-1)
-                if int(prev) == eos_id:
-                    break
-                row.append(int(prev))
-            tokens.append(row)
-    return tokens
-'''},
-        "fails": ["test_greedy_public", "test_greedy"],
-    },
-    "greedy_runs_to_max_len": {
-        "replace": {"greedy_decode": _GREEDY_HEAD + '''
-        for _ in range(max_len):  # keeps calling the model after every row has stopped
-            logits, state = model.decode_step(prev, state)
-            prev = logits.argmax(dim=-1)
-            for b, token in enumerate(prev.tolist()):
-                if done[b]:
-                    continue
-                if token == eos_id:
-                    done[b] = True
-                else:
-                    tokens[b].append(token)
     return tokens
 '''},
         "fails": ["test_greedy"],

@@ -115,6 +115,28 @@ MISTAKES = {
             "torch.arange(0, half, dtype=torch.float64) / head_dim")),
         "fails": ["test_rotary_public", "test_rotary"],
     },
+    # Trivial functions (issue 19 audit): a property test must not give them a point.
+    "rotary_identity": {
+        # no rotation at all: every score is q . k, trivially "relative"
+        "replace": {"rotary": "def apply_rotary(x):\n    return x.clone()"},
+        "fails": ["test_rotary_public", "test_rotary", "test_rotary_relative"],
+        "public": True,
+    },
+    "rotary_zero": {
+        # zero vectors: every score is 0, trivially "relative"
+        "replace": {"rotary": "def apply_rotary(x):\n    return 0 * x"},
+        "fails": ["test_rotary_public", "test_rotary", "test_rotary_relative"],
+        "public": True,
+    },
+    "gqa_identity": {
+        # returns the queries: the right shape, nothing else (the public check used to look at shapes only)
+        "replace": _edit("gqa", (
+            "    repeats = q.shape[1] // k.shape[1]\n"
+            "    return F.scaled_dot_product_attention(q, repeat_kv(k, repeats), repeat_kv(v, repeats), is_causal=is_causal)",
+            "    return q.clone()")),
+        "fails": ["test_gqa_public", "test_gqa"],
+        "public": True,
+    },
     "kv_heads_repeated_in_the_wrong_order": {
         # x.repeat cycles through the heads (0, 1, 0, 1) instead of repeating each (0, 0, 1, 1)
         "replace": _edit("gqa", ("x.repeat_interleave(num_repeats, dim=1)", "x.repeat(1, num_repeats, 1, 1)")),

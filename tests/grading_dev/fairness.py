@@ -1,6 +1,6 @@
 """Grade stability: do random test inputs ever hide a typical mistake?
 
-Test cells draw fresh sizes and inputs (:func:`course_lib.grading.checks.fresh_rng`), so a
+Test cells draw fresh sizes and inputs (:func:`course_grader.checks.fresh_rng`), so a
 test that happens to draw a degenerate case (a head size D = 1, where dividing by
 sqrt(D) changes nothing) can pass wrong code in some runs and fail it in others: the same
 notebook would get different grades. :func:`outcomes_under_seeds` runs every test cell of a
@@ -24,7 +24,7 @@ from typing import Iterable
 
 import torch
 
-from course_lib.grading import checks
+from course_grader import checks
 from course_grader.notebook import SourceNotebook, _cell_source, _nbgrader_meta, to_python
 
 __all__ = ["SeedOutcomes", "outcomes_under_seeds"]
@@ -97,7 +97,7 @@ def outcomes_under_seeds(source: SourceNotebook, notebook: dict, seeds: Iterable
                 except Exception as exc:  # noqa: BLE001 - recorded, like the grader does
                     result.learner_errors.append(f"cell {index}: {type(exc).__name__}: {exc}")
     finally:
-        checks._begin_test(None, "")
+        checks.begin_test(None, "")
         if old_env is None:
             os.environ.pop("COURSE_GRADING", None)
         else:
@@ -108,7 +108,7 @@ def outcomes_under_seeds(source: SourceNotebook, notebook: dict, seeds: Iterable
 def _run_test_cell(test, ns: dict, seeds: list[int], public_only: bool, result: SeedOutcomes) -> None:
     code = compile(test.release_source if public_only else test.source, f"<test {test.grade_id}>", "exec")
     for seed in seeds:
-        checks._begin_test(str(seed).encode(), test.grade_id)
+        checks.begin_test(str(seed).encode(), test.grade_id)
         torch.manual_seed(seed)
         try:
             exec(code, dict(ns))

@@ -1,0 +1,405 @@
+"""A small toolkit for writing test cells of graded notebooks (``from course_grader.checks import ...``).
+
+It belongs to the grader: the grader seeds it for each test cell (:func:`begin_test`), and
+the sandbox imports it from here without loading ``course_lib`` (the library learners read).
+
+The same test-cell code runs in two places:
+
+* in the learner's Jupyter kernel (public tests, for self-checking), where names such as
+  ``masked_softmax`` are the learner's own objects;
+* in the trusted grader (``course-grade``), where those names are proxies to a sandbox
+  and every value that comes back is a plain tensor or number.
+
+So a check must only *call* the learner's objects and compare what they return; it must
+not rely on ``isinstance(obj, nn.Module)`` (use :func:`assert_isinstance`) or mutate the
+learner's tensors in place (use ``load_state_dict`` to copy weights).
+
+Fresh inputs: :func:`fresh_rng` seeds a ``torch.Generator`` from ``os.urandom`` (or, when
+the grader replays with ``--seed``, from that seed and the test's ``grade_id``), so a
+learner cannot hard-code answers for fixed inputs.
+
+Every failure raises ``AssertionError`` whose message says what was checked and how it
+failed, e.g. ``masked_softmax: max abs error 0.31 at index (1, 0, 2) (expected 0.5, got 0.19;
+atol 1e-05, rtol 0.0001; 4 of 30 values out of tolerance)``; the shape is named only when it
+differs from the expected one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import traceback
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+__all__ = [
+    "CheckFailed", "fresh_rng", "fresh_seed", "rand_int", "randn", "assert_tensor_close", "assert_shape",
+    "assert_equal", "assert_number", "assert_choice", "assert_isinstance", "call", "call_method",
+]
+
+class CheckFailed(AssertionError):
+    """A failed check. In Jupyter, its traceback shows only the learner's frames.
+
+    IPython always shows the frame an exception was raised in, which for a check is this
+    module's; ``_render_traceback_`` (IPython's hook) leaves out every frame of this module
+    and shows the learner's code that raised (for :func:`call`), the test cell's line and
+    the message.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        lines: list[str] = []
+        cause = self.__cause__
+        if cause is not None and cause.__traceback__ is not None:
+            theirs = [f for f in traceback.extract_tb(cause.__traceback__) if _shown(f.filename)]
+            if theirs:
+                lines.append("Traceback of your code (most recent call last):")
+                lines.extend(item.rstrip("\n") for item in traceback.format_list(theirs))
+                lines.append(f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__)
+                lines.append("")
+        here = [f for f in traceback.extract_tb(self.__traceback__) if _shown(f.filename)] \
+            if self.__traceback__ is not None else []
+        if here:
+            lines.append("Check that failed:")
+            lines.extend(item.rstrip("\n") for item in traceback.format_list(here))
+        lines.append(f"AssertionError: {self}")
+        return lines
+
+
+def _shown(filename: str) -> bool:
+    """Frames worth showing a learner: not this module's, not IPython's machinery."""
+    return filename != __file__ and not any(part in filename for part in ("/IPython/", "/ipykernel/"))
+
+
+# Set by the grader for exact replay (``course-grade --seed``); None = os.urandom.
+_seed_base: bytes | None = None
+_seed_counter = 0
+
+
+def begin_test(seed_base: bytes | None, grade_id: str) -> None:
+    """The grader's hook (runner and fairness harness): make :func:`fresh_rng` reproducible for one test cell (or not)."""
+    global _seed_base, _seed_counter
+    _seed_base = None if seed_base is None else seed_base + b"|" + grade_id.encode()
+    _seed_counter = 0
+
+
+def fresh_seed() -> int:
+    """A 63-bit seed: random (``os.urandom``) unless the grader replays a fixed seed."""
+    global _seed_counter
+    if _seed_base is None:
+        return int.from_bytes(os.urandom(8), "little") >> 1
+    _seed_counter += 1
+    digest = hashlib.sha256(_seed_base + b"#" + str(_seed_counter).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def fresh_rng(seed: int | None = None) -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with ``seed`` or :func:`fresh_seed`.
+
+    Args:
+        seed: fixed seed (for examples in public tests); None draws a fresh one.
+
+    Returns:
+        A generator to pass as ``generator=`` to ``torch.randn`` / ``torch.randint``.
+    """
+    gen = torch.Generator()
+    gen.manual_seed(fresh_seed() if seed is None else seed)
+    return gen
+
+
+def rand_int(rng: torch.Generator, low: int, high: int) -> int:
+    """A random integer in ``[low, high]`` (both ends included)."""
+    if high < low:
+        raise ValueError(f"rand_int needs low <= high, got {low} > {high}")
+    return int(torch.randint(low, high + 1, (1,), generator=rng).item())
+
+
+def randn(rng: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Standard normal tensor of the given shape drawn from ``rng``."""
+    return torch.randn(*shape, generator=rng, dtype=dtype)
+
+
+def _to_tensor(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        import numpy as np
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            return torch.from_numpy(value)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    return value
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"{type(value).__name__} {_short_repr(value)}"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real failure
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def assert_shape(actual: Any, shape: Sequence[int], *, name: str) -> None:
+    """Check that ``actual`` is a tensor of exactly ``shape``."""
+    __tracebackhide__ = True
+    actual = _to_tensor(actual)
+    if not isinstance(actual, torch.Tensor):
+        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(shape)}, got {_describe(actual)}")
+    if tuple(actual.shape) != tuple(shape):
+        raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
+
+
+def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 1e-5,
+                        rtol: float = 1e-4, check_dtype: bool = False) -> None:
+    """Compare a learner's tensor with a reference: type, shape, dtype, NaN/inf, values.
+
+    Passes when ``|actual - expected| <= atol + rtol * |expected|`` everywhere, with NaN
+    and infinities required at the same places.
+
+    Args:
+        actual: the learner's result (tensor or NumPy array).
+        expected: the reference result.
+        name: what is being checked, e.g. ``"masked_softmax weights"``.
+        atol: absolute tolerance.
+        rtol: relative tolerance.
+        check_dtype: also require the same dtype (otherwise both are compared in float64).
+
+    Raises:
+        AssertionError: with the shape, dtype, NaN position or largest error and its index.
+    """
+    __tracebackhide__ = True
+    actual, expected = _to_tensor(actual), _to_tensor(expected)
+    if not isinstance(expected, torch.Tensor):
+        expected = torch.as_tensor(expected)
+    if not isinstance(actual, torch.Tensor):
+        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}")
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise CheckFailed(f"{name}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}")
+    if check_dtype and actual.dtype != expected.dtype:
+        raise CheckFailed(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
+    if actual.is_complex() or expected.is_complex():
+        raise CheckFailed(f"{name}: complex tensors are not supported by this check")
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if a.numel() == 0:
+        return
+    nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+    if not torch.equal(nan_a, nan_e):
+        idx = _first_index(nan_a != nan_e)
+        where = "is NaN" if bool(nan_a[idx]) else "is not NaN"
+        raise CheckFailed(f"{name}: value at index {_fmt_idx(idx)} {where} (expected {_fmt(e[idx])}, "
+                             f"got {_fmt(a[idx])})")
+    inf_a = torch.isinf(a)
+    inf_mismatch = (inf_a != torch.isinf(e)) | (inf_a & (a != e))
+    if bool(inf_mismatch.any()):
+        idx = _first_index(inf_mismatch)
+        raise CheckFailed(f"{name}: infinite value mismatch at index {_fmt_idx(idx)} (expected "
+                             f"{_fmt(e[idx])}, got {_fmt(a[idx])})")
+    finite = ~(nan_a | inf_a)
+    err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
+    bound = atol + rtol * torch.where(finite, e.abs(), torch.zeros_like(a))
+    bad = err > bound
+    if bool(bad.any()):
+        idx = _first_max(torch.where(bad, err, torch.full_like(err, -1.0)))
+        raise CheckFailed(
+            f"{name}: max abs error {float(err[idx]):.3g} at index {_fmt_idx(idx)} (expected {_fmt(e[idx])}, "
+            f"got {_fmt(a[idx])}; atol {atol:g}, rtol {rtol:g}; {int(bad.sum())} of {a.numel()} values "
+            f"out of tolerance)")
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out))
+
+
+def _first_index(mask: torch.Tensor) -> tuple[int, ...]:
+    flat = int(torch.nonzero(mask.reshape(-1))[0])
+    return _unravel(flat, tuple(mask.shape))
+
+
+def _first_max(err: torch.Tensor) -> tuple[int, ...]:
+    return _unravel(int(torch.argmax(err.reshape(-1))), tuple(err.shape))
+
+
+def _fmt_idx(idx: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(i) for i in idx) + ("," if len(idx) == 1 else "") + ")"
+
+
+def _fmt(x: torch.Tensor) -> str:
+    v = x.item()
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def assert_equal(actual: Any, expected: Any, *, name: str, show_expected: bool = False) -> None:
+    """Exact equality of plain values (numbers, strings, tuples, shapes).
+
+    Only plain Python values are accepted, so an object with an always-true ``__eq__``
+    does not pass. Tensors are compared with ``torch.equal`` (same shape and values).
+
+    The failure message shows what the learner gave, never the expected value unless
+    ``show_expected`` (a hidden short answer must not reach every wrong learner's feedback;
+    public checks whose expected value is in the released notebook anyway may show it).
+    """
+    __tracebackhide__ = True
+    if isinstance(expected, torch.Size):
+        expected = tuple(expected)
+    if isinstance(actual, torch.Size):
+        actual = tuple(actual)
+    want = f"expected {_short_repr(expected)}, " if show_expected else ""
+    if isinstance(expected, torch.Tensor):
+        actual = _to_tensor(actual)
+        if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or not torch.equal(actual, expected):
+            raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
+        return
+    if not _is_plain_value(actual):
+        raise CheckFailed(f"{name}: {want}got {_describe(actual)}, which is not the right value")
+    if type(actual) is bool and type(expected) is not bool or actual != expected:
+        raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
+
+
+def _is_plain_value(value: Any) -> bool:
+    if type(value) in (type(None), bool, int, float, complex, str, bytes):
+        return True
+    if type(value) in (tuple, list):
+        return all(_is_plain_value(v) for v in value)
+    if type(value) is dict:
+        return all(_is_plain_value(k) and _is_plain_value(v) for k, v in value.items())
+    return False
+
+
+def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1e-6,
+                  abs_tol: float = 1e-9) -> None:
+    """Check a numeric short answer (an int, float, or a string holding a number).
+
+    Args:
+        answer: the learner's answer; ``None`` (not answered) fails with a clear message.
+        expected: the right value.
+        name: the question, e.g. ``"ANSWER_VARIANCE"``.
+        rel_tol: relative tolerance.
+        abs_tol: absolute tolerance.
+    """
+    __tracebackhide__ = True
+    if answer is None:
+        raise CheckFailed(f"{name}: not answered (still None)")
+    value: float
+    if type(answer) in (int, float):
+        value = float(answer)
+    elif type(answer) is str:
+        try:
+            value = float(answer.strip())
+        except ValueError:
+            raise CheckFailed(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
+    elif isinstance(answer, torch.Tensor) and type(answer) is torch.Tensor and answer.numel() == 1:
+        value = float(answer.item())
+    else:
+        raise CheckFailed(f"{name}: expected a number, got {_describe(answer)}")
+    if not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
+        raise CheckFailed(f"{name}: {value:g} is not the right value")
+
+
+def _normalise_choice(value: str) -> str:
+    text = value.strip().lower()
+    for ch in ")].:":
+        if text.endswith(ch):
+            text = text[:-1].strip()
+    if text.startswith("(") or text.startswith("["):
+        text = text[1:].strip()
+    return text
+
+
+def assert_choice(answer: Any, correct: str | Iterable[str], *, name: str,
+                  choices: Iterable[str] | None = None) -> None:
+    """Check a multiple-choice answer given as a letter or a word, e.g. ``"b"``.
+
+    Case, surrounding spaces and a trailing ``)`` or ``.`` are ignored.
+
+    Args:
+        answer: the learner's answer (a string).
+        correct: the correct choice, or several accepted spellings.
+        name: the question, e.g. ``"ANSWER_MASK"``.
+        choices: all valid choices; an answer outside them gets a message listing them.
+    """
+    __tracebackhide__ = True
+    if answer is None:
+        raise CheckFailed(f"{name}: not answered (still None)")
+    if type(answer) is not str:
+        raise CheckFailed(f"{name}: expected one of the choices as a string, got {_describe(answer)}")
+    accepted = {_normalise_choice(c) for c in ([correct] if isinstance(correct, str) else correct)}
+    given = _normalise_choice(answer)
+    if choices is not None:
+        valid = [_normalise_choice(c) for c in choices]
+        if given not in valid:
+            raise CheckFailed(f"{name}: {answer!r} is not one of the choices {', '.join(valid)}")
+    if given not in accepted:
+        raise CheckFailed(f"{name}: {answer!r} is not the right choice")
+
+
+def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
+    """``isinstance`` that also works on the grader's proxies of learner objects.
+
+    Args:
+        obj: the object to check.
+        cls: a class, or its qualified name such as ``"torch.nn.Module"``.
+    """
+    __tracebackhide__ = True
+    qualname = cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
+    mro = getattr(type(obj), "_remote_mro", None)
+    if callable(mro):
+        names = mro(obj)
+    else:
+        names = [f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__]
+    aliases = {qualname, qualname.replace("torch.nn.modules.module.", "torch.nn.")}
+    if not any(n in aliases or n.replace("torch.nn.modules.module.", "torch.nn.") in aliases for n in names):
+        raise CheckFailed(f"{name}: expected an instance of {qualname}, got {names[0] if names else '?'}")
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    return bool(getattr(exc, "grader_fatal", False))
+
+
+def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Call the learner's ``fn(*args, **kwargs)``; if it raises, fail with a clear message.
+
+    Args:
+        fn: the learner's function, class or module.
+        name: how to name it in the message (default: ``fn.__name__``).
+
+    Returns:
+        Whatever ``fn`` returns.
+    """
+    __tracebackhide__ = True  # IPython and pytest: show the learner's frames, not this one
+    label = name or getattr(fn, "__name__", None) or "your function"
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported to the learner
+        if _is_fatal(exc):
+            raise
+        detail = getattr(exc, "learner_message", None) or (f"{type(exc).__name__}: {exc}" if str(exc)
+                                                           else type(exc).__name__)
+        failure = CheckFailed(f"calling {label} raised {detail}")
+        remote = getattr(exc, "learner_traceback", None)
+        failure.learner_traceback = remote or ""  # type: ignore[attr-defined]
+        if remote is not None:  # in the grader: the sandbox sent the learner's frames; ours are not shown
+            raise failure from None
+        raise failure from exc  # in the learner's kernel: their own traceback, above this message
+
+
+def call_method(obj: Any, method: str, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
+    """Like :func:`call` for ``obj.method(*args, **kwargs)``."""
+    __tracebackhide__ = True
+    label = name or method
+    try:
+        bound = getattr(obj, method)
+    except AttributeError:
+        raise CheckFailed(f"{label}: the object has no method {method!r}") from None
+    return call(bound, *args, name=label, **kwargs)
