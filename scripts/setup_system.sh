@@ -2,6 +2,7 @@
 # System pieces of the course, from Debian/Ubuntu packages and npm (scripts/setup.sh runs this
 # as root or through sudo). Safe and fast to re-run: installs only what is missing.
 #   bubblewrap         the grader's sandbox: course-grade runs learner code in it
+#   libseccomp2        the sandbox's system-call filter (course_grader/policy.py)
 #   chromium           the browser the class-hub test (tests/test_e2e_hub.py) drives
 #   nodejs, npm        to install and run configurable-http-proxy, JupyterHub's proxy
 #   fonts-wqy-microhei Chinese glyphs in figures (glossary terms, the Chinese edition)
@@ -15,6 +16,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 declare -A WHY=(
   [bubblewrap]="the grader's sandbox (course-grade runs learner code in it)"
+  [libseccomp2]="the sandbox's system-call filter"
   [chromium]="the browser the class-hub test drives"
   [nodejs]="runs configurable-http-proxy, JupyterHub's proxy"
   [npm]="installs configurable-http-proxy"
@@ -25,7 +27,7 @@ declare -A WHY=(
 
 missing_debs() {
   local pkg out=()
-  for pkg in bubblewrap chromium nodejs fonts-wqy-microhei python3-venv; do
+  for pkg in bubblewrap libseccomp2 chromium nodejs fonts-wqy-microhei python3-venv; do
     case "$pkg" in
       # Ubuntu ships Chromium as chromium-browser (a snap); any chromium binary will do.
       chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || out+=(chromium) ;;
@@ -58,7 +60,7 @@ case "${1:-}" in
 esac
 
 if [ -z "$missing" ] && [ "$need_chp" = 0 ]; then
-  echo "system pieces: all present (bubblewrap, chromium, nodejs, npm, configurable-http-proxy, fonts-wqy-microhei, python3-venv)"
+  echo "system pieces: all present (bubblewrap, libseccomp2, chromium, nodejs, npm, configurable-http-proxy, fonts-wqy-microhei, python3-venv)"
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
