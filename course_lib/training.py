@@ -13,6 +13,7 @@ on small models.) Checkpoints are in :mod:`course_lib.checkpoints`.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import random
@@ -95,6 +96,10 @@ def setup_lesson(precision: int = 4) -> LessonSetup:
     """
     set_seed(0)
     torch.set_printoptions(precision=precision, sci_mode=False)
+    # torch.utils.benchmark (lessons 6 and 9) imports torch.utils.cpp_extension, which warns on
+    # stderr on machines with a CUDA toolkit but no CUDA runtime: irrelevant to a lesson, and it
+    # would make the committed notebooks differ from a run on such a machine.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     return LessonSetup(int(os.environ.get("COURSE_SEED", "0")), torch.device(os.environ.get("COURSE_DEVICE", "cpu")))
 
 

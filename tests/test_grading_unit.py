@@ -181,6 +181,7 @@ def session():
     s.close()
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_proxies_call_modules_and_return_values(session):
     ns = session.namespace()
     assert ns["ANSWER"] == 64
@@ -203,6 +204,7 @@ def test_proxies_call_modules_and_return_values(session):
     assert not hasattr(model, "no_such_attribute")
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_sandbox_is_isolated(session):
     run = session.exec_cell(1, "import os\nWHO = (os.getuid(), os.getcwd())\nprint('hello')")
     assert run.status == "ok" and run.stdout == "hello\n"
@@ -281,6 +283,7 @@ def test_kill_descendants_catches_double_forked_setsid_process():
 WRONG_ANSWERS = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "a"\nANSWER_MASK = "a"'
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys):
     sub = tmp_path / "class"
     write_notebook(variant(SOLUTION, replace={"answers": WRONG_ANSWERS}), sub / "ben" / "scoring.ipynb")
@@ -334,6 +337,7 @@ def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit
     return write_notebook(variant(released, replace=code), path)
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
     answers = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "e"\nANSWER_MASK = "c"'
     nb = _learner_notebook(tmp_path / "mywork" / "scoring.ipynb", replace={"answers": answers})
@@ -352,6 +356,7 @@ def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
     assert "Maximum grade: 15 points." in text
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsys):
     from grading_dev.testing import load_mistakes
     wrong = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["mask_after_softmax"]["replace"]
@@ -383,6 +388,7 @@ def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
     assert "has no nbgrader test cells" in capsys.readouterr().err
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, capsys):
     """Given the instructor's source as --release (no checksums, hidden regions), the hidden
     parts are still not run and the report still names them."""
