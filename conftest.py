@@ -13,6 +13,11 @@ from pathlib import Path
 # Two cores shared with other processes: busy-waiting OpenMP threads can make torch up to 10x
 # slower per step; set before torch starts, and inherited by the notebooks' kernels.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# As root, the system tier runs useradd, groupdel, runuser ...: administrators' commands, which a
+# minimal PATH (cron, `env -i`, some CI runners) leaves out.
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    _path = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(_path + [d for d in ("/usr/local/sbin", "/usr/sbin", "/sbin") if d not in _path])
 
 import pytest  # noqa: E402
 
