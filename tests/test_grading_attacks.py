@@ -330,16 +330,15 @@ def _root_reaching_python() -> list[str] | None:
     return [bwrap, "--dev-bind", "/", "/", "--tmpfs", "/root", "--ro-bind", keep, keep, "--cap-add", "ALL", "--"]
 
 
-def _run_class(mode: str) -> dict:
-    if not isolation_status()[0]:
-        pytest.fail(f"bubblewrap must work for these tests (CI installs it): {isolation_status()[1]}")
-    prefix: list[str] = []
-    owner: tuple[int, int] | None = None
+def condition_prefix(mode: str) -> tuple[list[str], tuple[int, int] | None]:
+    """The command prefix that runs the grader in one of the attack conditions ("self": as we
+    are; "root-dropped": root, the sandbox as an unprivileged uid; "user": an ordinary account),
+    and that account's (uid, gid) for "user". Skips the test where the condition cannot be had."""
     if mode == "root-dropped":
         got = _root_reaching_python()
         if got is None:
             pytest.skip("not root: the root-drops-to-an-unprivileged-uid mode does not apply")
-        prefix = got
+        return got, None
     if mode == "user":
         owner = _ordinary_user()
         if owner is None:
@@ -347,7 +346,14 @@ def _run_class(mode: str) -> dict:
         got = _as_user_prefix(*owner)
         if got is None:
             pytest.skip("the ordinary account cannot run this Python (and bubblewrap cannot show it)")
-        prefix = got
+        return got, owner
+    return [], None
+
+
+def _run_class(mode: str) -> dict:
+    if not isolation_status()[0]:
+        pytest.fail(f"bubblewrap must work for these tests (CI installs it): {isolation_status()[1]}")
+    prefix, owner = condition_prefix(mode)
     base = Path(tempfile.mkdtemp(prefix=f"grading-attacks-{mode}-"))
     sub, out = base / "submitted", base / "grades"
     _class(sub, out)

@@ -123,22 +123,8 @@ for _pid, _r in _pids:
 
 
 def _class_run(mode: str, base: Path) -> dict:
-    from test_grading_attacks import _as_user_prefix, _ordinary_user, _root_reaching_python
-    prefix: list[str] = []
-    owner = None
-    if mode == "root-dropped":
-        got = _root_reaching_python()
-        if got is None:
-            pytest.skip("not root: the root-drops-to-an-unprivileged-uid mode does not apply")
-        prefix = got
-    elif mode == "user":
-        owner = _ordinary_user()
-        if owner is None:
-            pytest.skip("no ordinary account can be created here")
-        got = _as_user_prefix(*owner)
-        if got is None:
-            pytest.skip("the ordinary account cannot run this Python")
-        prefix = got
+    from test_grading_attacks import condition_prefix
+    prefix, owner = condition_prefix(mode)
     sub, out = base / "submitted", base / "grades"
     write_notebook(variant(SOLUTION, append={"answers": WRITE_DEV}), sub / "a_writer" / "scoring.ipynb")
     write_notebook(variant(SOLUTION, append={"answers": READ_DEV}), sub / "b_reader" / "scoring.ipynb")
