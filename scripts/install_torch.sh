@@ -31,6 +31,7 @@ PY
 }
 
 index_args=()
+unset cpu_first
 if [ -n "${TORCH_INDEX_URL:-}" ]; then
   why="TORCH_INDEX_URL is set"
   index_args=(--index-url "$TORCH_INDEX_URL")
@@ -42,13 +43,24 @@ elif reachable "$CPU_INDEX"; then
   why="Linux without an NVIDIA GPU: the CPU build from PyTorch's CPU index"
   index_args=(--index-url "$CPU_INDEX")
 else
-  why="Linux without an NVIDIA GPU, but PyTorch's CPU index ($CPU_INDEX) did not answer within ${PROBE} s: the default index (which may hold a CPU wheel, as a local wheel directory or mirror does; else it is the CUDA build)"
+  why="Linux without an NVIDIA GPU, but PyTorch's CPU index ($CPU_INDEX) did not answer within ${PROBE} s: the default index"
+  # A pinned version without a local label: ask the default index (a mirror or a wheel folder
+  # may hold the CPU build) for its +cpu build first, and the plain pin (on PyPI, the CUDA
+  # build) only if there is none.
+  if [[ "$SPEC" =~ ^torch==[0-9.]+$ ]]; then
+    cpu_first=("$PY" -m pip --disable-pip-version-check install -q "${SPEC}+cpu")
+  fi
 fi
 # shellcheck disable=SC2206
 cmd=("$PY" -m pip --disable-pip-version-check install -q ${SPEC} "${index_args[@]}")
 echo "torch: $SPEC - $why"
 if [ "${TORCH_DRY_RUN:-0}" = 1 ]; then
+  [ -n "${cpu_first+x}" ] && echo "would try first: ${cpu_first[*]}"
   echo "would run: ${cmd[*]}"
+  exit 0
+fi
+if [ -n "${cpu_first+x}" ] && "${cpu_first[@]}" 2>/dev/null; then
+  echo "torch: installed ${SPEC}+cpu from the default index"
   exit 0
 fi
 "${cmd[@]}"

@@ -25,25 +25,30 @@ declare -A WHY=(
   [configurable-http-proxy]="JupyterHub's proxy (from npm)"
 )
 
+have() {  # an executable file on PATH (not merely a name that resolves)
+  local p
+  p=$(command -v "$1" 2>/dev/null) && [ -f "$p" ] && [ -x "$p" ]
+}
+
 missing_debs() {
   local pkg out=()
   for pkg in bubblewrap libseccomp2 chromium nodejs fonts-wqy-microhei python3-venv; do
     case "$pkg" in
       # Ubuntu ships Chromium as chromium-browser (a snap); any chromium binary will do.
-      chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || out+=(chromium) ;;
-      nodejs) command -v node >/dev/null 2>&1 || out+=(nodejs) ;;
-      bubblewrap) command -v bwrap >/dev/null 2>&1 || out+=(bubblewrap) ;;
+      chromium) have chromium || have chromium-browser || out+=(chromium) ;;
+      nodejs) have node || out+=(nodejs) ;;
+      bubblewrap) have bwrap || out+=(bubblewrap) ;;
       *) dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || out+=("$pkg") ;;
     esac
   done
   # Debian's nodejs package does not always bring npm (NodeSource's does).
-  command -v npm >/dev/null 2>&1 || command -v configurable-http-proxy >/dev/null 2>&1 || out+=(npm)
+  have npm || have configurable-http-proxy || out+=(npm)
   echo "${out[@]}"
 }
 
 missing=$(missing_debs)
 need_chp=0
-command -v configurable-http-proxy >/dev/null 2>&1 || need_chp=1
+have configurable-http-proxy || need_chp=1
 
 case "${1:-}" in
   --check)
