@@ -46,9 +46,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _missing(item) -> str | None:
+    # (a system test that was not asked for is skipped before this is called)
     names = {m.name for m in item.iter_markers()}
-    if "system" in names and not _tiers.system_asked(item.config.getoption("markexpr") or ""):
-        return None  # not asked: skipped in pytest_runtest_setup, whatever the machine has
     if "e2e" in names and (why := _tiers.missing_browser_pieces()):
         return why
     if ("sandbox" in names or "e2e" in names) and (why := _tiers.missing_sandbox()):

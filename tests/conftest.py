@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-# Two cores shared with other processes: busy-waiting OpenMP threads can make torch up to
-# 10x slower per step. Must be set before torch starts its thread pool (and is inherited
-# by the notebook kernels nbval starts).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+# OMP_WAIT_POLICY=PASSIVE is set by the root conftest.py, before torch starts.
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")  # this process only; notebook kernels keep the inline backend
