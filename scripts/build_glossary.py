@@ -3,52 +3,118 @@
     .venv/bin/python scripts/build_glossary.py          # rewrite docs/GLOSSARY.md
     .venv/bin/python scripts/build_glossary.py --check  # exit 1 if it is out of date
 
-Each TSV line: English<TAB>中文<TAB>one-line meaning<TAB>lesson number. A term listed by
+Each TSV line has five tab-separated fields:
+
+    English<TAB>中文<TAB>one-line meaning<TAB>lesson number<TAB>alternatives
+
+The 中文 field is the one name the course uses (D2L-zh's term where D2L-zh has one, see
+POLICY below); "alternatives" lists other Chinese names in use, separated by "；" (the
+full-width semicolon), and may be empty (the line then ends with a tab). A term listed by
 several lessons is kept once, at the lesson that introduces it first.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ROOT / "docs" / "glossary"
 OUT = ROOT / "docs" / "GLOSSARY.md"
+FIELDS = ("English", "中文", "meaning", "lesson number", "alternatives")
+ALT_SEP = "；"
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+POLICY = [
+    "## 译名原则 / Naming policy",
+    "",
+    "- 每个术语只用一个中文译名。动手学深度学习（D2L-zh，第二版，zh.d2l.ai）有的术语，用 D2L-zh 的译名"
+    "（如 词元 token、词表 vocabulary、隐状态 hidden state、记忆元 cell state、注意力汇聚 attention pooling、"
+    "层规范化 layer normalization、基于位置的前馈网络 position-wise FFN、强制教学 teacher forcing）；"
+    "D2L-zh 没有的，用中文机器学习文献中最常见的译名。",
+    "- 中文文献通常保留英文的术语与缩写，正文照样保留（logit、softmax、Transformer、BERT、GPT、BLEU、"
+    "MQA、GQA、RoPE ……）；表中的中文是它们的释义或全称。",
+    "- “其他译名”一栏列出其他书籍、论文和博客中常见的译名，供读者对照，正文不用。",
+    "",
+    "One Chinese name per term: D2L-zh's (2nd edition) where D2L-zh has the term, otherwise the most",
+    "common one in Chinese ML writing. English terms and abbreviations that Chinese texts keep (logit,",
+    "softmax, Transformer, BERT, GPT, BLEU ...) stay in English in the running text; the 中文 column",
+    "then gives their Chinese reading. The alternatives column lists other names in use, for reference.",
+]
 
 
-def read_terms(parts: Path = PARTS) -> list[tuple[str, str, str, int]]:
+class Term(NamedTuple):
+    english: str
+    chinese: str
+    meaning: str
+    lesson: int
+    alternatives: tuple[str, ...]
+
+
+def parse_line(line: str, where: str) -> Term:
+    """One TSV line -> Term; raises ValueError naming ``where`` (file:line) on a bad row."""
+    fields = line.split("\t")
+    if len(fields) != len(FIELDS):
+        raise ValueError(f"{where}: expected {len(FIELDS)} tab-separated fields ({', '.join(FIELDS)}; "
+                         f"alternatives may be empty), got {len(fields)}: {line!r}")
+    english, chinese, meaning, lesson, alternatives = (f.strip() for f in fields)
+    for name, value in (("English", english), ("中文", chinese), ("meaning", meaning)):
+        if not value:
+            raise ValueError(f"{where}: the {name} field is empty: {line!r}")
+    if not lesson.isdigit():
+        raise ValueError(f"{where}: the lesson number field is not a number: {lesson!r}")
+    if not CJK.search(chinese):
+        raise ValueError(f"{where}: the 中文 field of {english!r} has no Chinese: {chinese!r}")
+    alts = tuple(a.strip() for a in alternatives.split(ALT_SEP)) if alternatives else ()
+    if any(not a for a in alts):
+        raise ValueError(f"{where}: empty name in the alternatives of {english!r} "
+                         f"(separate names with a single {ALT_SEP!r}): {alternatives!r}")
+    if any(sep in alternatives for sep in (";", "，", ",")):
+        raise ValueError(f"{where}: separate the alternatives of {english!r} with {ALT_SEP!r}, "
+                         f"not ';' or a comma: {alternatives!r}")
+    if chinese in alts:
+        raise ValueError(f"{where}: the 中文 name {chinese!r} of {english!r} is also listed as an alternative")
+    if len(set(alts)) != len(alts):
+        raise ValueError(f"{where}: repeated name in the alternatives of {english!r}: {alternatives!r}")
+    return Term(english, chinese, meaning, int(lesson), alts)
+
+
+def read_terms(parts: Path = PARTS) -> list[Term]:
     """All terms, first introduction wins; raises ValueError naming file and line on bad rows."""
-    seen: dict[str, tuple[str, str, str, int]] = {}
+    seen: dict[str, Term] = {}
     for path in sorted(parts.glob("*.tsv")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
-            fields = line.split("\t")
-            if len(fields) != 4 or not fields[3].strip().isdigit():
-                raise ValueError(f"{path}:{number}: expected 4 tab-separated fields "
-                                 f"(English, 中文, meaning, lesson number), got {len(fields)}: {line!r}")
-            english, chinese, meaning, lesson = (f.strip() for f in fields)
-            key = english.lower()
-            if key not in seen or int(lesson) < seen[key][3]:
-                seen[key] = (english, chinese, meaning, int(lesson))
-    return sorted(seen.values(), key=lambda t: t[0].lower())
+            term = parse_line(line, f"{path}:{number}")
+            key = term.english.lower()
+            if key not in seen or term.lesson < seen[key].lesson:
+                seen[key] = term
+    return sorted(seen.values(), key=lambda t: t.english.lower())
 
 
-def render(terms: list[tuple[str, str, str, int]]) -> str:
+def render(terms: list[Term]) -> str:
     lines = [
         "# Glossary / 术语表",
         "",
-        "Every key term of the course with its Chinese name, a one-line meaning and the lesson",
-        "that introduces it. Generated by `scripts/build_glossary.py` from `docs/glossary/*.tsv`.",
+        "Every key term of the course with its Chinese name, the other Chinese names in use, a",
+        "one-line meaning and the lesson that introduces it. Generated by `scripts/build_glossary.py`",
+        "from `docs/glossary/*.tsv`.",
         "",
-        "| English | 中文 | meaning | lesson |",
-        "| --- | --- | --- | --- |",
+        *POLICY,
+        "",
+        "## 术语 / Terms",
+        "",
+        "| English | 中文 | 其他译名 / alternatives | meaning | lesson |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for english, chinese, meaning, lesson in terms:
-        cells = [c.replace("|", "\\|") for c in (english, chinese, meaning)]
-        lines.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {lesson} |")
+    for term in terms:
+        cells = [c.replace("|", "\\|") for c in (term.english, term.chinese, ALT_SEP.join(term.alternatives),
+                                                 term.meaning)]
+        lines.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {term.lesson} |")
     return "\n".join(lines) + "\n"
 
 
@@ -56,14 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail if docs/GLOSSARY.md is out of date")
     args = parser.parse_args(argv)
-    text = render(read_terms())
+    try:
+        terms = read_terms()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    text = render(terms)
     if args.check:
         if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
             print("docs/GLOSSARY.md is out of date: run scripts/build_glossary.py", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)} ({len(text.splitlines()) - 7} terms)")
+    print(f"wrote {OUT.relative_to(ROOT)} ({len(terms)} terms)")
     return 0
 
 

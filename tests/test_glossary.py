@@ -33,12 +33,18 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _rows() -> list[tuple[str, str, str, int, str]]:
-    """(English, Chinese, meaning, lesson, where) for every non-empty TSV line."""
+    """(English, Chinese, meaning, lesson, where) for every non-empty TSV line.
+
+    A line is English<TAB>中文<TAB>meaning<TAB>lesson<TAB>alternatives (other Chinese names,
+    separated by "；", possibly empty); the alternatives are for the reader of docs/GLOSSARY.md,
+    the lessons use only the 中文 name."""
     rows = []
     for tsv in TSVS:
         for number, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), start=1):
             if line.strip():
-                english, chinese, meaning, lesson = (f.strip() for f in line.split("\t"))
+                fields = line.split("\t")
+                assert len(fields) == 5, f"{tsv.name}:{number}: expected 5 tab-separated fields, got {len(fields)}"
+                english, chinese, meaning, lesson, _alternatives = (f.strip() for f in fields)
                 rows.append((english, chinese, meaning, int(lesson), f"{tsv.name}:{number}"))
     return rows
 
@@ -192,3 +198,14 @@ def test_the_bold_gloss_pattern_is_recognised() -> None:
     assert _bold_glosses("**The quadratic wall** (二次方瓶颈 / x)") == [("quadratic wall", "二次方瓶颈")]
     assert _uses("the tokens of", "token") and not _uses("tokenization", "token")
     assert _variants("gated recurrent unit (GRU)") == ["gated recurrent unit", "GRU"]
+
+
+def test_alternatives_are_other_names() -> None:
+    # the alternatives column never repeats the chosen name and uses the full-width separator
+    for tsv in TSVS:
+        for number, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), start=1):
+            if line.strip():
+                _, chinese, _, _, alternatives = (f.strip() for f in line.split("\t"))
+                names = [a.strip() for a in alternatives.split("；")] if alternatives else []
+                assert ";" not in alternatives and all(names), f"{tsv.name}:{number}: bad alternatives {alternatives!r}"
+                assert chinese not in names, f"{tsv.name}:{number}: {chinese!r} is both the name and an alternative"
