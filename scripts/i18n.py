@@ -114,9 +114,24 @@ def _new_catalogue() -> polib.POFile:
     return po
 
 
+_PO_LINE = re.compile(r'(#.*|(#~ )?(msgctxt|msgid|msgid_plural|msgstr(\[\d+\])?) "(?:[^"\\]|\\.)*"|(#~ )?"(?:[^"\\]|\\.)*")\s*')
+
+
+def po_syntax_error(text: str) -> str | None:
+    """The first line that is not PO syntax (polib reads some broken files without a word)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() and not _PO_LINE.fullmatch(line):
+            return f"line {number}: {line[:60]!r}"
+    return None
+
+
 def load_catalogue(path: Path) -> polib.POFile:
     if not path.exists():
         return _new_catalogue()
+    bad = po_syntax_error(path.read_text(encoding="utf-8"))
+    if bad:
+        raise SystemExit(f"{path}: not a readable PO catalogue ({bad} is not PO syntax: an unclosed quote or "
+                         "a line that is not msgid/msgstr/comment); fix the file or restore it with git")
     try:
         po = polib.pofile(str(path), wrapwidth=0, encoding="utf-8")
     except (OSError, ValueError) as exc:   # polib raises OSError/IOError with the line on a syntax error
@@ -191,7 +206,7 @@ def problems_in(po: polib.POFile, where: str) -> list[str]:
     return out
 
 
-def build(doc: Document, allow_incomplete: bool = False) -> dict:
+def build(doc: Document, allow_incomplete: bool = False, root: Path = ROOT) -> dict:
     """The Chinese notebook: the English one with each markdown cell replaced by its translation."""
     nb = read_notebook(doc.english)
     po = load_catalogue(doc.catalogue)
@@ -210,7 +225,7 @@ def build(doc: Document, allow_incomplete: bool = False) -> dict:
             continue
         cell["source"] = _lines(e.msgstr)
     if missing and not allow_incomplete:
-        raise ValueError(f"{doc.catalogue.relative_to(ROOT) if doc.catalogue.is_relative_to(ROOT) else doc.catalogue}: "
+        raise ValueError(f"{doc.catalogue.relative_to(root) if doc.catalogue.is_relative_to(root) else doc.catalogue}: "
                          f"{len(missing)} markdown cell(s) without a finished translation ({', '.join(missing[:8])}"
                          f"{' ...' if len(missing) > 8 else ''}); run `scripts/i18n.py update`, translate, "
                          "then build (or pass --allow-incomplete for a preview)")
@@ -218,8 +233,8 @@ def build(doc: Document, allow_incomplete: bool = False) -> dict:
     meta["language"] = LANG_TAG
     meta["course"] = {
         "language": LANG_TAG,
-        "translated_from": doc.english.relative_to(ROOT).as_posix() if doc.english.is_relative_to(ROOT) else doc.english.name,
-        "catalogue": doc.catalogue.relative_to(ROOT).as_posix() if doc.catalogue.is_relative_to(ROOT) else doc.catalogue.name,
+        "translated_from": doc.english.relative_to(root).as_posix(),
+        "catalogue": doc.catalogue.relative_to(root).as_posix(),
     }
     return out
 
@@ -242,12 +257,28 @@ def _spans(text: str) -> dict[str, collections.Counter]:
     }
 
 
+_GLOSS = re.compile(r"\*\*[^*]+?\*\*\s*\(([^()]*[\u3400-\u9fff][^()]*)\)|\*\*[^*]*?\(([^()]*[\u3400-\u9fff][^()]*)\)\*\*")
+
+
+def glossed_terms(english: str) -> list[str]:
+    """The Chinese names the English gives its terms: ``**term** (中文)`` or ``**term (中文)**``."""
+    out = []
+    for m in _GLOSS.finditer(english):
+        for part in re.split(r"[,，;；]", m.group(1) or m.group(2)):
+            if re.search(r"[\u3400-\u9fff]", part):
+                out.append(part.strip())
+    return out
+
+
 def lint_entry(msgid: str, msgstr: str) -> list[str]:
-    """How a translation differs from its English in what must not be translated."""
+    """How a translation differs from its English in what must not be translated, and the
+    Chinese names the English glosses its terms with that the translation does not use."""
     if not msgstr:
         return []
     want, got = _spans(msgid), _spans(msgstr)
-    out = []
+    flat = re.sub(r"\s+", "", msgstr)
+    out = [f"term {t!r} (the English's gloss, the glossary's name) not in the translation"
+           for t in dict.fromkeys(glossed_terms(msgid)) if re.sub(r"\s+", "", t) not in flat]
     for kind in want:
         lost = want[kind] - got[kind]
         added = got[kind] - want[kind]
@@ -320,6 +351,32 @@ def import_cells(doc: Document, folder: Path) -> int:
     return n
 
 
+def differences(english: dict, chinese: dict) -> list[str]:
+    """Where a Chinese notebook is not its English one with only markdown text translated."""
+    out = []
+    ec, zc = english["cells"], chinese["cells"]
+    if len(ec) != len(zc):
+        return [f"{len(zc)} cells against the English {len(ec)}"]
+    for i, (e, z) in enumerate(zip(ec, zc), start=1):
+        if e["cell_type"] != z["cell_type"] or e.get("id") != z.get("id"):
+            out.append(f"cell {i}: type or id differs ({z['cell_type']} {z.get('id')} against {e['cell_type']} {e.get('id')})")
+        elif e["cell_type"] == "markdown":
+            if {k: v for k, v in e.items() if k != "source"} != {k: v for k, v in z.items() if k != "source"}:
+                out.append(f"cell {i}: markdown cell differs in more than its text")
+        elif json.dumps(e, sort_keys=True) != json.dumps(z, sort_keys=True):
+            out.append(f"cell {i}: {e['cell_type']} cell differs from the English (code and outputs are copied, never translated)")
+    extra = {k for k in chinese.get("metadata", {}) if k not in english.get("metadata", {})} - {"language", "course"}
+    if extra:
+        out.append(f"metadata keys not in the English: {sorted(extra)}")
+    for k, v in english.get("metadata", {}).items():
+        if chinese.get("metadata", {}).get(k) != v:
+            out.append(f"metadata {k!r} differs from the English")
+    for k in ("nbformat", "nbformat_minor"):
+        if english.get(k) != chinese.get(k):
+            out.append(f"{k} differs from the English")
+    return out
+
+
 def check(root: Path = ROOT) -> list[str]:
     """Everything that keeps main from being in step: stale catalogues, unfinished entries, stale builds."""
     out: list[str] = []
@@ -334,9 +391,12 @@ def check(root: Path = ROOT) -> list[str]:
         out.extend(problems_in(merge(po, template(doc.english, root)), rel))
         out.extend(lint(doc))
         try:
-            want = notebook_text(build(doc))
+            want = notebook_text(build(doc, root=root))
         except ValueError:
             continue   # already reported as untranslated / fuzzy
+        if doc.output.exists():
+            out.extend(f"{doc.output.relative_to(root).as_posix()}: {d}"
+                       for d in differences(read_notebook(doc.english), read_notebook(doc.output)))
         if not doc.output.exists() or doc.output.read_text(encoding="utf-8") != want:
             out.append(f"{doc.output.relative_to(root).as_posix()}: differs from what {rel} builds; "
                        "run `scripts/i18n.py build`")
