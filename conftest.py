@@ -26,7 +26,7 @@ import _tiers  # noqa: E402
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()
-_NOT_FAST = {"notebooks", "sandbox", "slow", "system", "e2e"}
+_NOT_FAST = {"notebooks", "sandbox", "slow", "browser", "system", "e2e"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -49,6 +49,8 @@ def _missing(item) -> str | None:
     # (a system test that was not asked for is skipped before this is called)
     names = {m.name for m in item.iter_markers()}
     if "e2e" in names and (why := _tiers.missing_browser_pieces()):
+        return why
+    if "browser" in names and (why := _tiers.missing_browser()):
         return why
     if ("sandbox" in names or "e2e" in names) and (why := _tiers.missing_sandbox()):
         return why

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 
+from course_grader.i18n import gettext_for, html_lang
 from course_grader.runner import SubmissionResult
 
 __all__ = ["render_html", "render_text", "unclean_cell_lines"]
@@ -18,15 +19,18 @@ def _pts(x: float) -> str:
     return f"{x:g}"
 
 
-def unclean_cell_lines(cells: list[dict]) -> list[str]:
+def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[str]:
     """Text lines naming the learner's cells that did not run cleanly, each with the last
     lines of its traceback (learner frames only); no lines when every cell ran."""
+    _ = gettext_for(language)
     errors = [c for c in cells if c.get("status") not in ("ok", None)]
     if not errors:
         return []
-    lines = ["", "  Cells of your notebook that did not run cleanly (counted from 1, top to bottom, as in JupyterLab):"]
+    lines = ["", "  " + _("Cells of your notebook that did not run cleanly (counted from 1, top to bottom, "
+                          "as in JupyterLab):")]
     for c in errors:
-        lines.append(f"    cell {int(c['index']) + 1}: {c['status']}: {c.get('message', '')}")
+        lines.append("    " + _("cell {number}: {status}: {message}").format(
+            number=int(c['index']) + 1, status=c['status'], message=c.get('message', '')))
         tb = str(c.get("traceback", "")).rstrip()
         if tb:
             lines.extend("      " + d for d in tb.splitlines()[-6:])
@@ -34,25 +38,27 @@ def unclean_cell_lines(cells: list[dict]) -> list[str]:
 
 
 def render_text(result: SubmissionResult) -> str:
-    """Plain-text feedback (used by ``course-grade --check``)."""
-    lines = [f"Assignment {result.assignment} — {result.student}",
-             f"Score: {_pts(result.total)} / {_pts(result.max_total)}"
-             + ("" if result.status == "ok" else f"   (status: {result.status})"), ""]
+    """Plain-text feedback, in the language of the learner's notebook."""
+    language = result.language
+    _ = gettext_for(language)
+    lines = [_("Assignment {assignment} — {student}").format(assignment=result.assignment, student=result.student),
+             _("Score: {total} / {max_total}").format(total=_pts(result.total), max_total=_pts(result.max_total))
+             + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=result.status)), ""]
     for nb in result.notebooks:
         if len(result.notebooks) > 1:
-            lines.append(f"Notebook {nb.notebook}:")
+            lines.append(_("Notebook {notebook}:").format(notebook=nb.notebook))
         for t in nb.tests:
             if t.skipped:
-                lines.append(f"  [ hidden ] {t.grade_id}: {t.message}")
+                lines.append(f"  [{_('hidden'):^8}] {t.grade_id}: {t.message}")
                 continue
-            mark = "PASS" if t.passed else "FAIL"
+            mark = _("PASS") if t.passed else _("FAIL")
             lines.append(f"  [{mark:^8}] {t.grade_id} ({_pts(t.points)}/{_pts(t.max_points)})"
                          + ("" if t.passed else f": {t.message}"))
             if t.details and not t.passed:
                 lines.extend("             " + d for d in t.details.rstrip().splitlines())
-        lines += unclean_cell_lines(nb.cells)
+        lines += unclean_cell_lines(nb.cells, language)
         for note in nb.notes:
-            lines.append(f"  Note: {note}")
+            lines.append("  " + _("Note: {note}").format(note=note))
     return "\n".join(lines) + "\n"
 
 
@@ -63,24 +69,30 @@ white-space:pre-wrap}.note{background:#fff8e1;padding:.5rem;border-left:4px soli
 
 
 def render_html(result: SubmissionResult) -> str:
-    """A self-contained HTML feedback page for one submission."""
+    """A self-contained HTML feedback page for one submission, in the language of the
+    learner's notebook (``result.language``)."""
+    language = result.language
+    _ = gettext_for(language)
     e = html.escape
-    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-             f"<title>Feedback: {e(result.assignment)} — {e(result.student)}</title>",
+    status = "" if result.status == "ok" else " — " + _("status: {status}").format(status=f"<b>{e(result.status)}</b>")
+    parts = ["<!DOCTYPE html>", f"<html lang=\"{html_lang(language)}\"><head><meta charset=\"utf-8\">",
+             "<title>" + e(_("Feedback: {assignment} — {student}").format(assignment=result.assignment,
+                                                                          student=result.student)) + "</title>",
              f"<style>{_CSS}</style></head><body>",
-             f"<h1>{e(result.assignment)}</h1><p>Learner: <b>{e(result.student)}</b></p>",
-             f"<p>Score: <b>{_pts(result.total)} / {_pts(result.max_total)}</b>"
-             + ("" if result.status == "ok" else f" — status: <b>{e(result.status)}</b>") + "</p>"]
+             f"<h1>{e(result.assignment)}</h1><p>" + _("Learner: {student}").format(student=f"<b>{e(result.student)}</b>")
+             + "</p>",
+             "<p>" + _("Score: {score}").format(score=f"<b>{_pts(result.total)} / {_pts(result.max_total)}</b>")
+             + status + "</p>"]
     for nb in result.notebooks:
-        parts.append(f"<h2>Notebook {e(nb.notebook)}</h2>")
-        parts.append("<table><tr><th>Test</th><th>Points</th><th>Result</th></tr>")
+        parts.append("<h2>" + e(_("Notebook {notebook}").format(notebook=nb.notebook)) + "</h2>")
+        parts.append(f"<table><tr><th>{e(_('Test'))}</th><th>{e(_('Points'))}</th><th>{e(_('Result'))}</th></tr>")
         for t in nb.tests:
             if t.skipped:
-                verdict = "hidden test (graded by the teacher)"
+                verdict = e(_("hidden test (graded by the teacher)"))
             elif t.passed:
-                verdict = "<span class=\"pass\">passed</span>"
+                verdict = f"<span class=\"pass\">{e(_('passed'))}</span>"
             else:
-                verdict = f"<span class=\"fail\">failed</span>: {e(t.message)}"
+                verdict = f"<span class=\"fail\">{e(_('failed'))}</span>: {e(t.message)}"
                 if t.details:
                     verdict += f"<pre>{e(t.details)}</pre>"
             parts.append(f"<tr><td>{e(t.grade_id)}</td><td>{_pts(t.points)} / {_pts(t.max_points)}</td>"
@@ -88,15 +100,17 @@ def render_html(result: SubmissionResult) -> str:
         parts.append("</table>")
         bad = [c for c in nb.cells if c.get("status") not in ("ok", None)]
         if bad:
-            parts.append("<h3>Cells of your notebook that did not run cleanly</h3>"
-                         "<p>(cells counted from 1, top to bottom, as in JupyterLab)</p>")
+            parts.append("<h3>" + e(_("Cells of your notebook that did not run cleanly")) + "</h3>"
+                         "<p>" + e(_("(cells counted from 1, top to bottom, as in JupyterLab)")) + "</p>")
             for c in bad:
-                parts.append(f"<p>Cell {int(c['index']) + 1}: <b>{e(str(c['status']))}</b> — {e(str(c.get('message', '')))}</p>")
+                parts.append("<p>" + _("Cell {number}: {status} — {message}").format(
+                    number=int(c['index']) + 1, status=f"<b>{e(str(c['status']))}</b>",
+                    message=e(str(c.get('message', '')))) + "</p>")
                 if c.get("traceback"):
                     parts.append(f"<pre>{e(str(c['traceback']))}</pre>")
         for note in nb.notes:
             parts.append(f"<div class=\"note\">{e(note)}</div>")
-    parts.append("<p><small>Tests are run on fresh random inputs each time; the grader checks what your "
-                 "code does. Output printed by your code is not used for scoring.</small></p>")
+    parts.append("<p><small>" + e(_("Tests are run on fresh random inputs each time; the grader checks what your "
+                                    "code does. Output printed by your code is not used for scoring.")) + "</small></p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -83,14 +83,18 @@ class RecordAssignment(NbGraderPreprocessor):
             return
         total = sum(points.values())
         later = sum(p for gid, p in points.items() if gid in hidden)
-        text = (f"**About the checks.** This notebook is worth {total:g} points. Its visible test cells (run "
-                "them, press *Validate*, or run `course-grade --check` on the notebook) decide "
-                f"{total - later:g} of them. The other {later:g} points come from hidden tests that run only "
-                "when your teacher grades, on fresh inputs: *Validate* saying that the notebook passes its "
-                "tests means the visible checks passed, not that your grade is full.")
+        from course_grader.i18n import gettext_for, notebook_language
+        _ = gettext_for(notebook_language(nb))   # the Chinese edition's notebooks get it in Chinese
+        text = _("**About the checks.** This notebook is worth {total} points. Its visible test cells (run "
+                 "them, press *Validate*, or run `course-grade --check` on the notebook) decide "
+                 "{public} of them. The other {hidden} points come from hidden tests that run only "
+                 "when your teacher grades, on fresh inputs: *Validate* saying that the notebook passes its "
+                 "tests means the visible checks passed, not that your grade is full.").format(
+            total=f"{total:g}", public=f"{total - later:g}", hidden=f"{later:g}")
         if later == 0:
-            text = (f"**About the checks.** This notebook is worth {total:g} points, all decided by the visible "
-                    "test cells (run them, press *Validate*, or run `course-grade --check`).")
+            text = _("**About the checks.** This notebook is worth {total} points, all decided by the visible "
+                     "test cells (run them, press *Validate*, or run `course-grade --check`).").format(
+                total=f"{total:g}")
         cell = nbformat.v4.new_markdown_cell(text)
         cell.id = "about-the-checks"
         at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0

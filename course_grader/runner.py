@@ -24,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 
 from course_grader import checks
+from course_grader.i18n import notebook_language
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
@@ -62,6 +63,9 @@ class NotebookResult:
     memory_bound: str = ""
     #: which system-call filter applied (course_grader.policy)
     seccomp: str = ""
+    #: the language of the learner's notebook, for the learner-facing feedback
+    #: (course_grader.i18n.notebook_language: "en" unless its metadata names one we know)
+    language: str = "en"
 
 
 @dataclass
@@ -76,6 +80,16 @@ class SubmissionResult:
     notebooks: list[NotebookResult] = field(default_factory=list)
     seed: str = "random"
     duration: float = 0.0
+
+    @property
+    def language(self) -> str:
+        """The language of the feedback: the first notebook's that is not English, else English."""
+        from course_grader.i18n import DEFAULT, normalise_language
+        for nb in self.notebooks:
+            lang = normalise_language(str(nb.language).replace("_", "-"))
+            if lang is not None and lang != DEFAULT:
+                return lang
+        return DEFAULT
 
     @property
     def scores(self) -> dict[str, float]:
@@ -417,6 +431,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.tests = _fail_all(source, column_prefix, f"{why}: {exc}")
         _bound_notebook(result)
         return result
+    result.language = notebook_language(learner)
     plan = plan_submission(source, learner)
     result.notes.extend(plan.notes)
     seed_base = None if seed is None else str(seed).encode()

@@ -25,6 +25,7 @@ import nbformat
 from nbgrader.utils import compute_checksum
 
 from course_grader.feedback import unclean_cell_lines
+from course_grader.i18n import DEFAULT, gettext_for, notebook_language
 from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
@@ -62,6 +63,8 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     cells: list[dict] = field(default_factory=list)
     hidden_known: bool = True
+    #: the language of the report: the checked notebook's (course_grader.i18n)
+    language: str = DEFAULT
 
     @property
     def max_points(self) -> float:
@@ -127,13 +130,15 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
     if not isinstance(meta, dict):
         meta = {}
     name = assignment or str(meta.get("assignment") or "")
-    report = CheckReport(name or "(unnamed assignment)", path.name)
+    language = notebook_language(learner)
+    _ = gettext_for(language)
+    report = CheckReport(name or _("(unnamed assignment)"), path.name, language=language)
     hidden_ids = meta.get("hidden_tests")
     report.hidden_known = isinstance(hidden_ids, list)
     hidden = set(hidden_ids) if isinstance(hidden_ids, list) else set()
     if not name:
-        report.notes.append("This notebook does not record its assignment name (it was not released with the "
-                            "course's nbgrader configuration); give it with --assignment NAME if you need it.")
+        report.notes.append(_("This notebook does not record its assignment name (it was not released with the "
+                              "course's nbgrader configuration); give it with --assignment NAME if you need it."))
 
     trusted: list[TestCell] = []
     skipped: set[str] = set()
@@ -181,7 +186,7 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
     outcomes = {t.grade_id: t for t in nb.tests}
     for gid, points in order:
         if gid in skipped:
-            report.tests.append(CheckedTest(gid, points, "not checked", message=(
+            report.tests.append(CheckedTest(gid, points, "not checked", message=_(
                 "not checked: this test cell was changed in your notebook (it no longer matches the released "
                 "version). Copy the cell back from the released notebook, or run the check with "
                 "--release RELEASED.ipynb")))
@@ -203,49 +208,55 @@ def _pts(x: float) -> str:
 
 
 def render_check(report: CheckReport) -> str:
-    """The self-check report as text (what ``course-grade --check`` prints)."""
-    lines = [f"Self-check of {report.assignment}, notebook {report.notebook}: public checks only", ""]
+    """The self-check report as text (what ``course-grade --check`` prints), in the language
+    of the checked notebook."""
+    _ = gettext_for(report.language)
+    lines = [_("Self-check of {assignment}, notebook {notebook}: public checks only").format(
+        assignment=report.assignment, notebook=report.notebook), ""]
     for t in report.tests:
         if t.kind == "hidden":
-            lines.append(f"  [ hidden ] {t.grade_id} ({_pts(t.points)} points): hidden tests only, run when "
-                         "your teacher grades")
+            lines.append(f"  [{_('hidden'):^8}] " + _("{test} ({points} points): hidden tests only, run when your "
+                                                     "teacher grades").format(test=t.grade_id, points=_pts(t.points)))
         elif t.kind == "not checked":
-            lines.append(f"  [  ????  ] {t.grade_id} ({_pts(t.points)} points): {t.message}")
+            lines.append("  [  ????  ] " + _("{test} ({points} points): {message}").format(
+                test=t.grade_id, points=_pts(t.points), message=t.message))
         elif t.kind == "public":
-            mark = "PASS" if t.passed else "FAIL"
+            mark = _("PASS") if t.passed else _("FAIL")
             lines.append(f"  [{mark:^8}] {t.grade_id} ({_pts(t.points if t.passed else 0)}/{_pts(t.points)})"
                          + ("" if t.passed else f": {t.message}"))
         else:
-            mark = "PASS" if t.passed else "FAIL"
-            verdict = ("public part passed" if t.passed else f"public part failed: {t.message}")
-            tail = (f"; its {_pts(t.points)} point(s) are decided by hidden tests" if t.kind == "public+hidden"
-                    else f"; worth {_pts(t.points)} point(s)")
+            mark = _("PASS") if t.passed else _("FAIL")
+            verdict = (_("public part passed") if t.passed
+                       else _("public part failed: {message}").format(message=t.message))
+            tail = (_("; its {points} point(s) are decided by hidden tests") if t.kind == "public+hidden"
+                    else _("; worth {points} point(s)")).format(points=_pts(t.points))
             lines.append(f"  [{mark:^8}] {t.grade_id}: {verdict}{tail}")
         if t.details and not t.passed:
             lines.extend("             " + d for d in t.details.rstrip().splitlines())
-    lines += unclean_cell_lines(report.cells)
+    lines += unclean_cell_lines(report.cells, report.language)
     for note in report.notes:
-        lines.append(f"  Note: {note}")
+        lines.append("  " + _("Note: {note}").format(note=note))
     lines.append("")
     rest = report.max_points - report.public_max
     if report.hidden_known:
-        lines.append(f"Public checks: {_pts(report.public_points)} of {_pts(report.public_max)} points.")
+        lines.append(_("Public checks: {points} of {max_points} points.").format(
+            points=_pts(report.public_points), max_points=_pts(report.public_max)))
         later = [t for t in report.tests if t.kind in ("hidden", "public+hidden")]
         if later:
-            lines.append(f"{_pts(sum(t.points for t in later))} more points come from hidden tests that run only "
-                         "when your teacher grades: " + ", ".join(f"{t.grade_id} ({_pts(t.points)})" for t in later)
-                         + ".")
+            lines.append(_("{points} more points come from hidden tests that run only when your teacher grades: "
+                           "{tests}.").format(points=_pts(sum(t.points for t in later)),
+                                              tests=_(", ").join(f"{t.grade_id} ({_pts(t.points)})" for t in later)))
         unchecked = [t for t in report.tests if t.kind == "not checked"]
         if unchecked:
-            lines.append(f"{_pts(sum(t.points for t in unchecked))} points were not checked: "
-                         + ", ".join(t.grade_id for t in unchecked) + ".")
+            lines.append(_("{points} points were not checked: {tests}.").format(
+                points=_pts(sum(t.points for t in unchecked)), tests=_(", ").join(t.grade_id for t in unchecked)))
     else:
-        lines.append("This notebook does not record which tests have hidden parts, so no points are counted here: "
-                     f"all {_pts(rest)} points may also depend on hidden tests.")
-    lines.append(f"Maximum grade: {_pts(report.max_points)} points. Passing the public checks does not mean "
-                 "the hidden tests pass.")
-    lines.append("The checks above are the test cells of the notebook checked (or of --release), run inside the "
-                 "sandbox like the rest of its code: this is a help for the notebook's author, not proof of a grade "
-                 "(a notebook can carry altered checks; nbgrader's checksums detect accidental edits, they do not "
-                 "authenticate anything).")
+        lines.append(_("This notebook does not record which tests have hidden parts, so no points are counted "
+                       "here: all {points} points may also depend on hidden tests.").format(points=_pts(rest)))
+    lines.append(_("Maximum grade: {points} points. Passing the public checks does not mean the hidden tests "
+                   "pass.").format(points=_pts(report.max_points)))
+    lines.append(_("The checks above are the test cells of the notebook checked (or of --release), run inside the "
+                   "sandbox like the rest of its code: this is a help for the notebook's author, not proof of a "
+                   "grade (a notebook can carry altered checks; nbgrader's checksums detect accidental edits, they "
+                   "do not authenticate anything)."))
     return "\n".join(lines) + "\n"

@@ -85,7 +85,9 @@ def setup_lesson(precision: int = 4) -> LessonSetup:
 
     Seeds Python, NumPy and PyTorch with 0 (:func:`set_seed`), so that the lesson's examples
     are the same on every run, and prints tensors with ``precision`` decimals, never in
-    scientific notation.
+    scientific notation. Chinese text in figures (the Chinese edition, issue 23) is drawn with
+    an installed CJK font as matplotlib's fallback (:func:`course_lib.fonts.use_cjk_font`;
+    Latin text keeps its font).
 
     Returns:
         The training seed, from the environment variable ``COURSE_SEED`` (default 0; the
@@ -100,6 +102,8 @@ def setup_lesson(precision: int = 4) -> LessonSetup:
     # stderr on machines with a CUDA toolkit but no CUDA runtime: irrelevant to a lesson, and it
     # would make the committed notebooks differ from a run on such a machine.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from course_lib.fonts import use_cjk_font
+    use_cjk_font()
     return LessonSetup(int(os.environ.get("COURSE_SEED", "0")), torch.device(os.environ.get("COURSE_DEVICE", "cpu")))
 
 

@@ -5,11 +5,15 @@
 #     course_lib and its Jupyter/nbgrader stack, JupyterHub; registered as the `python3` kernel;
 #   * the lessons, read-only, in $COURSE_PREFIX/lessons (each learner gets a copy on first login);
 #   * JupyterLab defaults for the class ($COURSE_PREFIX/venv/share/jupyter/lab/settings);
+#   * COURSE_LANGUAGE=zh-CN runs the class in Simplified Chinese: the Chinese lessons (zh/notebooks)
+#     and JupyterLab's Chinese interface preset for everyone (deploy/course_language.py); then
+#     create the course with `make_course.py --language zh-CN` (or the same COURSE_LANGUAGE);
 #   * nbgrader's exchange directory $COURSE_EXCHANGE (writable by all, sticky, like /tmp).
 # Safe to re-run: an up-to-date environment is kept (a stamp records what it was built from).
 #
 #   sudo bash deploy/install.sh
 #   sudo COURSE_PREFIX=/opt/attention-course COURSE_EXCHANGE=/srv/nbgrader/exchange bash deploy/install.sh
+#   sudo COURSE_LANGUAGE=zh-CN bash deploy/install.sh        # a class in Chinese
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -17,6 +21,7 @@ COURSE_PREFIX=${COURSE_PREFIX:-/opt/attention-course}
 COURSE_EXCHANGE=${COURSE_EXCHANGE:-/srv/nbgrader/exchange}
 BASE_PYTHON=${BASE_PYTHON:-/usr/bin/python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+COURSE_LANGUAGE=${COURSE_LANGUAGE:-en}
 
 if [ "$(id -u)" != 0 ]; then
   echo "deploy/install.sh must run as root (it creates $COURSE_PREFIX and $COURSE_EXCHANGE)" >&2
@@ -26,6 +31,11 @@ if ! "$BASE_PYTHON" -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 1
   echo "$BASE_PYTHON must be Python >= 3.11 with venv/ensurepip (Debian: apt-get install python3-venv)" >&2
   exit 1
 fi
+
+# The class language: its lessons and JupyterLab settings (a clear error for an unknown language
+# or a Chinese edition that was not built), before anything is installed.
+LESSONS=$("$BASE_PYTHON" deploy/course_language.py lessons --language "$COURSE_LANGUAGE")
+OVERRIDES=$("$BASE_PYTHON" deploy/course_language.py overrides --language "$COURSE_LANGUAGE")
 
 umask 022
 VENV=$COURSE_PREFIX/venv
@@ -66,15 +76,17 @@ bash scripts/install_terminal.sh "$VENV"
 # Lessons: a read-only reference copy; the hub copies them into each learner's home.
 rm -rf "$COURSE_PREFIX/lessons"
 mkdir -p "$COURSE_PREFIX/lessons"
-cp notebooks/*.ipynb "$COURSE_PREFIX/lessons/"
+cp "$LESSONS"/[0-9][0-9]_*.ipynb "$COURSE_PREFIX/lessons/"
 # Class-wide JupyterLab settings: render every cell of a notebook (no virtual scrolling), so
-# "Run All" output and search behave the same for every learner.
+# "Run All" output and search behave the same for every learner; in a Chinese class, the
+# Chinese interface (deploy/jupyter/lab-overrides.json + the locale, deploy/course_language.py).
 mkdir -p "$VENV/share/jupyter/lab/settings"
-cp deploy/jupyter/lab-overrides.json "$VENV/share/jupyter/lab/settings/overrides.json"
+printf '%s\n' "$OVERRIDES" > "$VENV/share/jupyter/lab/settings/overrides.json"
+echo "$COURSE_LANGUAGE" > "$COURSE_PREFIX/language"
 
 # nbgrader's exchange: every user may create files, only the owner may delete them.
 mkdir -p "$COURSE_EXCHANGE"
 chmod 1777 "$COURSE_EXCHANGE"
 
 chmod -R a+rX "$COURSE_PREFIX"
-echo "course installed in $COURSE_PREFIX (environment $VENV, exchange $COURSE_EXCHANGE)"
+echo "course installed in $COURSE_PREFIX (environment $VENV, exchange $COURSE_EXCHANGE, language $COURSE_LANGUAGE)"

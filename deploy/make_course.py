@@ -6,11 +6,16 @@ Run it with the course environment's Python, as the instructor (or as root with
     /opt/attention-course/venv/bin/python deploy/make_course.py ~/course --release
     sudo /opt/attention-course/venv/bin/python deploy/make_course.py /home/teacher/course \\
         --owner teacher --assignments lesson03_scoring --students alice bob carol --release
+    /opt/attention-course/venv/bin/python deploy/make_course.py ~/course --language zh-CN --release
+
+``--language zh-CN`` (default ``$COURSE_LANGUAGE``, else ``en``) makes a Chinese course: its
+sources are the Chinese edition's ``zh/solutions/<assignment>/`` (same code and tests as the
+English ones, so the grade is the same), released in Chinese (deploy/course_language.py).
 
 It builds nbgrader's standard layout::
 
     COURSE_DIR/nbgrader_config.py     `course-grade init-course`'s settings + the exchange
-    COURSE_DIR/source/<assignment>/   copied from solutions/<assignment>/
+    COURSE_DIR/source/<assignment>/   copied from solutions/<assignment>/ (zh/solutions/ in Chinese)
     COURSE_DIR/release/<assignment>/  nbgrader generate_assignment (learner versions)
     COURSE_DIR/gradebook.db           nbgrader's gradebook (assignments, students)
 
@@ -28,6 +33,7 @@ import argparse
 import fnmatch
 import os
 import pwd
+import runpy
 import shutil
 import subprocess
 import sys
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
+_LANG = runpy.run_path(str(Path(__file__).resolve().parent / "course_language.py"))
 
 #: Appended to the course's ``nbgrader_config.py`` (written by ``course-grade init-course``):
 #: where the class's exchange is.
@@ -93,7 +100,8 @@ def _as_owner(cmd: list[str], owner: str | None, cwd: Path) -> subprocess.Comple
 
 def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str = "attention",
                 exchange: str = "/srv/nbgrader/exchange", owner: str | None = None,
-                students: Sequence[str] = (), release: bool = False) -> list[Path]:
+                students: Sequence[str] = (), release: bool = False, language: str = "en",
+                solutions: Path | None = None) -> list[Path]:
     """Create (or update) the course directory and optionally release the assignments.
 
     Args:
@@ -104,16 +112,22 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
         owner: Unix user who owns the course (only when running as root).
         students: learner ids to add to the gradebook.
         release: also release each assignment into the exchange.
+        language: ``en`` or ``zh-CN``: which edition's sources (``solutions/`` or ``zh/solutions/``).
+        solutions: the folder of source assignments instead (e.g. a Chinese edition built elsewhere).
 
     Returns:
         The released notebooks (``release/<assignment>/*.ipynb``).
     """
     if owner and os.geteuid() != 0:
         raise SystemExit("--owner needs root; run as the instructor without --owner instead")
-    known = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
+    language = _LANG["language"](language)
+    if solutions is None:
+        solutions = REPO / "solutions" if language == "en" else _LANG["solutions_dir"](language, REPO)
+    solutions = Path(solutions)
+    known = sorted(p.name for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []
     unknown = [a for a in assignments if a not in known]
     if unknown:
-        raise SystemExit(f"no assignment {', '.join(unknown)} in {REPO / 'solutions'}; known: {', '.join(known)}")
+        raise SystemExit(f"no assignment {', '.join(unknown)} in {solutions}; known: {', '.join(known)}")
     ignore = repo_ignore_list()
     course_dir = course_dir.resolve()
     config = course_dir / "nbgrader_config.py"
@@ -124,7 +138,7 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
     # The course's nbgrader rules (instructor-only files, stderr, released metadata) are
     # course-grade's own (course_grader.nbgrader_course); this adds the exchange.
     subprocess.run([sys.executable, "-m", "course_grader", "init-course", str(course_dir), *assignments,
-                    "--course-id", course_id, "--from", str(REPO / "solutions")], check=True)
+                    "--course-id", course_id, "--from", str(solutions)], check=True)
     if fresh:
         config.write_text(config.read_text() + EXCHANGE_CONFIG.format(exchange=exchange))
     if owner:
@@ -160,11 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--owner", default=None, help="instructor's Unix user (when running as root)")
     p.add_argument("--students", nargs="*", default=[], help="learner ids to add to the gradebook")
     p.add_argument("--release", action="store_true", help="release the assignments into the exchange")
+    p.add_argument("--language", default=os.environ.get("COURSE_LANGUAGE") or "en",
+                   help="en or zh-CN: the edition of the assignments (default: $COURSE_LANGUAGE, else en)")
     args = p.parse_args(argv)
     names = args.assignments or sorted(p.name for p in (REPO / "solutions").iterdir()
                                        if p.is_dir() and any(p.glob("*.ipynb")))
     released = make_course(args.course_dir, names, course_id=args.course_id, exchange=args.exchange,
-                           owner=args.owner, students=args.students, release=args.release)
+                           owner=args.owner, students=args.students, release=args.release,
+                           language=args.language)
     verb = "released" if args.release else "generated (not released)"
     print(f"course {args.course_id!r} in {args.course_dir.resolve()}: {len(released)} notebooks {verb}")
     for path in released:

@@ -10,6 +10,10 @@ Markers (declared in pyproject.toml):
                   when asked: ``-m system`` or ``COURSE_TEST_SYSTEM=1`` (``.ci/run`` asks);
 * ``e2e``       - a real browser against a real JupyterHub (needs root, chromium, nodejs and
                   configurable-http-proxy); always also ``system``;
+* ``browser``   - a real browser (Chromium through playwright) against a ``jupyter lab`` the test
+                  starts on 127.0.0.1 with temporary settings: needs chromium but changes nothing
+                  on the host, so it runs in the default ``python -m pytest`` (not ``system``);
+                  a missing piece is treated as for ``e2e``;
 * ``slow``      - takes more than a few seconds;
 * ``fast``      - added automatically to every test with none of the markers above: the tier
                   a developer runs after each change (``python -m pytest -m fast``).
@@ -30,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TIERS = ("fast", "notebooks", "sandbox", "slow", "system", "e2e")
+TIERS = ("fast", "notebooks", "sandbox", "slow", "browser", "system", "e2e")
 SETUP_CMD = "bash scripts/setup.sh"
 SYSTEM_ENV = "COURSE_TEST_SYSTEM"
 
@@ -89,6 +93,23 @@ def missing_browser_pieces() -> str | None:
         return None
     return (", ".join(gone) + " missing: install with `sudo bash scripts/setup_system.sh` "
             f"(or `sudo {SETUP_CMD}`, which runs it)")
+
+
+@lru_cache(maxsize=None)
+def missing_browser() -> str | None:
+    """None if a ``browser`` test can run (Chromium, playwright, JupyterLab's Chinese language
+    pack), else what is missing and how to get it."""
+    gone = []
+    chromium = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")
+    if not os.path.exists(chromium):
+        gone.append(f"chromium ({chromium}) is missing: " + _install_hint("chromium"))
+    import importlib.util
+    if importlib.util.find_spec("playwright") is None:
+        gone.append("playwright (Python) is missing: install the dev extra with `bash scripts/setup.sh` "
+                    "(or `.venv/bin/pip install -e '.[dev]'`)")
+    if importlib.util.find_spec("jupyterlab_language_pack_zh_CN") is None:
+        gone.append("jupyterlab-language-pack-zh-CN is missing: `bash scripts/setup.sh` (or `.venv/bin/pip install -e .`)")
+    return "; ".join(gone) if gone else None
 
 
 def host_snapshot() -> dict[str, str]:

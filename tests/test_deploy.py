@@ -177,3 +177,98 @@ def test_make_course_rejects_unknown_assignment(tmp_path: Path) -> None:
     mod = runpy.run_path(str(DEPLOY / "make_course.py"))
     with pytest.raises(SystemExit, match="no assignment nope"):
         mod["make_course"](tmp_path / "c", ["nope"])
+
+
+# --------------------------------------------------------------------------- a class in Chinese (issue 23)
+
+
+def _lang_mod() -> dict:
+    return runpy.run_path(str(DEPLOY / "course_language.py"))
+
+
+def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
+    mod = _lang_mod()
+    base = json.loads((DEPLOY / "jupyter" / "lab-overrides.json").read_text())
+    zh = mod["lab_overrides"](base, "zh-CN")
+    assert zh["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_CN"}
+    assert {k: v for k, v in zh.items() if k != "@jupyterlab/translation-extension:plugin"} == base, \
+        "the class-wide settings stay; the locale is added"
+    assert mod["lab_overrides"](base, "en") == base and mod["lab_overrides"](base, "zh_cn") == zh
+    # the plugin id and setting exist in the installed JupyterLab, and its Chinese language pack is installed
+    schema = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "translation-extension" / "plugin.json"
+    assert "locale" in json.loads(schema.read_text())["properties"], schema
+    import importlib.util
+    spec = importlib.util.find_spec("jupyterlab_language_pack_zh_CN")
+    assert spec is not None, "jupyterlab-language-pack-zh-CN is not installed: `bash scripts/setup.sh`"
+    assert (Path(spec.origin).parent / "locale" / "zh_CN").is_dir()
+    with pytest.raises(SystemExit, match="unknown course language 'klingon'.*en, zh-CN"):
+        mod["language"]("klingon")
+    # the command install.sh runs, with the system's Python (standard library only)
+    out = subprocess.run([sys.executable, "-I", str(DEPLOY / "course_language.py"), "overrides", "--language", "zh-CN"],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == zh
+    env = dict(os.environ, COURSE_LANGUAGE="zh-CN")
+    out = subprocess.run([sys.executable, "-I", str(DEPLOY / "course_language.py"), "overrides"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    assert json.loads(out) == zh
+
+
+def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Path) -> None:
+    mod = _lang_mod()
+    repo = tmp_path / "repo"
+    for rel in ("notebooks/01_a.ipynb", "notebooks/03_b.ipynb", "solutions/lesson03_x/x.ipynb"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("{}")
+    assert mod["lessons_dir"]("en", repo) == repo / "notebooks"
+    assert mod["solutions_dir"]("en", repo) == repo / "solutions"
+    with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(01_a.ipynb, 03_b.ipynb\).*scripts/i18n.py build"):
+        mod["lessons_dir"]("zh-CN", repo)
+    with pytest.raises(SystemExit, match=r"zh/solutions: assignments missing \(lesson03_x\).*scripts/i18n.py build"):
+        mod["solutions_dir"]("zh-CN", repo)
+    for rel in ("zh/notebooks/01_a.ipynb", "zh/notebooks/03_b.ipynb", "zh/solutions/lesson03_x/x.ipynb"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("{}")
+    assert mod["lessons_dir"]("zh-CN", repo) == repo / "zh" / "notebooks"
+    assert mod["solutions_dir"]("zh-CN", repo) == repo / "zh" / "solutions"
+    # install.sh takes its lessons and settings from course_language.py, per COURSE_LANGUAGE
+    script = (DEPLOY / "install.sh").read_text()
+    assert 'COURSE_LANGUAGE=${COURSE_LANGUAGE:-en}' in script
+    assert 'deploy/course_language.py lessons --language "$COURSE_LANGUAGE"' in script
+    assert 'deploy/course_language.py overrides --language "$COURSE_LANGUAGE"' in script
+    assert 'cp "$LESSONS"/[0-9][0-9]_*.ipynb "$COURSE_PREFIX/lessons/"' in script
+    assert "cp deploy/jupyter/lab-overrides.json" not in script
+
+
+def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path: Path) -> None:
+    env = dict(os.environ, COURSE_LANGUAGE="klingon", COURSE_PREFIX=str(tmp_path / "prefix"),
+               COURSE_EXCHANGE=str(tmp_path / "exchange"))
+    proc = subprocess.run(["bash", str(DEPLOY / "install.sh")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    if os.geteuid() == 0:
+        assert "unknown course language 'klingon'" in proc.stderr, proc.stderr
+    else:
+        assert "must run as root" in proc.stderr, proc.stderr
+    assert not (tmp_path / "prefix").exists() and not (tmp_path / "exchange").exists()
+
+
+@pytest.mark.slow
+def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> None:
+    from grading_dev.zh import build_chinese
+
+    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
+    build_chinese(tmp_path, assignments=["lesson03_scoring"])
+    course = tmp_path / "course"
+    released = mod["make_course"](course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"),
+                                  language="zh-CN", solutions=tmp_path / "zh" / "solutions")
+    assert [p.name for p in released] == ["scoring.ipynb"]
+    got = json.loads(released[0].read_text())
+    assert got["metadata"]["course"]["language"] == "zh-CN"
+    about = next(c for c in got["cells"] if c.get("id") == "about-the-checks")
+    assert "".join(about["source"]).startswith("**关于检查。**")
+    assert mod["released_leaks"](course / "release", mod["repo_ignore_list"]()) == []
+    # same code as the English release: the same answer key grades it
+    want = json.loads((REPO / "exercises" / "lesson03_scoring" / "scoring.ipynb").read_text())
+    assert [c["source"] for c in got["cells"] if c["cell_type"] == "code"] == \
+        [c["source"] for c in want["cells"] if c["cell_type"] == "code"]
+    with pytest.raises(SystemExit, match="unknown course language"):
+        mod["make_course"](tmp_path / "c2", ["lesson03_scoring"], language="fr")

@@ -2,8 +2,8 @@
 
 For each ``solutions/<a>/``: the solution scores full marks, the released stub
 (``exercises/<a>/``) scores zero, each typical mistake of ``solutions/<a>/mistakes.py``
-loses the points of the tests it names, regenerating ``exercises/`` with nbgrader gives
-no diff, and the source notebook runs clean in a real Jupyter kernel (the same test code
+loses the points of the tests it names, regenerating ``exercises/`` (and the Chinese
+``zh/exercises/`` from ``zh/solutions/``) with nbgrader gives no diff, and the source notebook runs clean in a real Jupyter kernel (the same test code
 works with the learner's local objects). Each assignment's notebooks are graded once, as a
 class, by a module-scoped fixture.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from course_grader.cli import find_submissions, grade_many
-from grading_dev.generate import generate_exercises, list_assignments
+from grading_dev.generate import EDITIONS, generate_exercises, list_assignments
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
 from grading_dev.testing import load_mistakes, variant, write_notebook
@@ -100,11 +100,20 @@ def test_mistake_files_name_real_cells():
             assert set(spec["fails"]) <= ids, (name, mistake)
 
 
-def test_regenerating_exercises_gives_no_diff(tmp_path):
-    generated = generate_exercises(ROOT, release_dir=tmp_path)
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_regenerating_exercises_gives_no_diff(tmp_path, edition):
+    """English: solutions/ -> exercises/; Chinese: zh/solutions/ -> zh/exercises/ (issue 23)."""
+    source, release = EDITIONS[edition]
+    assert (ROOT / source).is_dir(), (f"{source}/ is missing: build the Chinese sources with "
+                                      "`.venv/bin/python scripts/i18n.py build`, then run scripts/generate_exercises.sh")
+    generated = generate_exercises(ROOT, release_dir=tmp_path, source=source)
     assert generated
+    names = {p.parent.name for p in generated}
+    assert names == set(ASSIGNMENTS), f"{source}/ does not hold every assignment of solutions/: {sorted(names)}"
+    committed_dirs = {p.name for p in (ROOT / release).iterdir() if p.is_dir()} if (ROOT / release).is_dir() else set()
+    assert committed_dirs <= names, f"{release}/ has assignments that {source}/ does not: {sorted(committed_dirs - names)}"
     for path in generated:
-        committed = ROOT / "exercises" / path.parent.name / path.name
+        committed = ROOT / release / path.parent.name / path.name
         extra = sorted(p.name for p in path.parent.iterdir() if p.suffix != ".ipynb")
         assert extra == [], f"files released to learners besides notebooks: {extra}"
         assert committed.exists(), f"{committed} is missing: run scripts/generate_exercises.sh"

@@ -1,23 +1,25 @@
-"""``python -m grading_dev generate [ASSIGNMENT ...] [--root .] [--release-dir DIR]``."""
+"""``python -m grading_dev generate [ASSIGNMENT ...] [--root .] [--edition en|zh-CN]``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from grading_dev.generate import generate_exercises
+from grading_dev.generate import EDITIONS, generate_editions
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m grading_dev",
                                 description="Authoring tools of the course's grader (not shipped).")
     sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="regenerate exercises/ from solutions/ with nbgrader")
+    g = sub.add_parser("generate", help="regenerate exercises/ from solutions/ (and zh/exercises/ from "
+                                        "zh/solutions/ when it exists) with nbgrader")
     g.add_argument("assignments", nargs="*")
     g.add_argument("--root", default=".", help="the course repository (default: the current folder)")
-    g.add_argument("--release-dir", default=None)
+    g.add_argument("--edition", action="append", choices=list(EDITIONS),
+                   help="only this edition (repeatable; default: every edition whose sources exist)")
     args = p.parse_args(argv)
-    for path in generate_exercises(args.root, args.release_dir, args.assignments or None):
+    for path in generate_editions(args.root, args.assignments or None, args.edition):
         print(f"generated {path}")
     return 0
 

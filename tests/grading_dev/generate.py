@@ -1,9 +1,14 @@
-"""Generate the learner notebooks (``exercises/``) from the sources (``solutions/``) with nbgrader.
+"""Generate the learner notebooks from the sources with nbgrader, for both editions.
+
+* English: ``solutions/<assignment>/`` -> ``exercises/<assignment>/``;
+* Chinese (issue 23): ``zh/solutions/<assignment>/`` (built by ``scripts/i18n.py build`` from
+  ``solutions/`` and the catalogues) -> ``zh/exercises/<assignment>/``, exactly the same way.
 
 Runs nbgrader's ``GenerateAssignment`` in-process for every assignment (one nbgrader
-import instead of one per assignment), with the repository's ``nbgrader_config.py`` and
-no gradebook database. The output is deterministic: regenerating gives identical files,
-which ``tests/test_grading_assignments.py`` checks.
+import instead of one per assignment), with the repository's ``nbgrader_config.py`` (the
+course's rules: ``mistakes.py`` never released, the "About the checks" cell, in Chinese for a
+Chinese notebook) and no gradebook database. The output is deterministic: regenerating gives
+identical files, which ``tests/test_grading_assignments.py`` checks for both editions.
 """
 
 from __future__ import annotations
@@ -11,26 +16,35 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-__all__ = ["list_assignments", "generate_exercises"]
+__all__ = ["EDITIONS", "list_assignments", "generate_exercises", "generate_editions"]
+
+#: Edition -> (source folder, release folder), relative to the repository.
+EDITIONS = {"en": ("solutions", "exercises"), "zh-CN": ("zh/solutions", "zh/exercises")}
 
 
-def list_assignments(root: str | Path) -> list[str]:
-    """Names of the assignments: folders of ``solutions/`` that hold a notebook."""
-    sol = Path(root) / "solutions"
+def list_assignments(root: str | Path, source: str | Path = "solutions") -> list[str]:
+    """Names of the assignments: folders of ``source`` (relative to ``root``, or absolute) that
+    hold a notebook."""
+    sol = Path(root) / source
     return sorted(p.name for p in sol.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))) if sol.is_dir() else []
 
 
 def generate_exercises(root: str | Path, release_dir: str | Path | None = None,
-                       assignments: list[str] | None = None) -> list[Path]:
+                       assignments: list[str] | None = None, *, source: str | Path | None = None) -> list[Path]:
     """Run ``nbgrader generate_assignment`` for each assignment.
 
     Args:
         root: the course repository (holds ``nbgrader_config.py`` and ``solutions/``).
         release_dir: where to write (default ``exercises/`` as configured).
         assignments: names to generate (default: all of :func:`list_assignments`).
+        source: the folder of source assignments (default ``solutions/`` as configured;
+            ``zh/solutions`` for the Chinese edition), relative to ``root`` or absolute.
 
     Returns:
         The generated notebook paths.
+
+    Raises:
+        FileNotFoundError: ``source`` is given and is not a folder.
     """
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
@@ -43,6 +57,11 @@ def generate_exercises(root: str | Path, release_dir: str | Path | None = None,
     if cfg_file.exists():
         config.merge(PyFileConfigLoader(cfg_file.name, path=str(root)).load_config())
     config.CourseDirectory.root = str(root)
+    if source is not None:
+        src = root / source
+        if not src.is_dir():
+            raise FileNotFoundError(f"no source assignments in {src}")
+        config.CourseDirectory.source_directory = str(src.resolve())
     if release_dir is not None:
         config.CourseDirectory.release_directory = str(Path(release_dir).resolve())
     config.GenerateAssignment.no_database = True
@@ -50,7 +69,8 @@ def generate_exercises(root: str | Path, release_dir: str | Path | None = None,
     config.BaseConverter.force = True
     logging.getLogger("traitlets").setLevel(logging.WARNING)
     out: list[Path] = []
-    for name in assignments or list_assignments(root):
+    src_dir = Path(config.CourseDirectory.source_directory) if source is not None else "solutions"
+    for name in assignments or list_assignments(root, src_dir):
         config.CourseDirectory.assignment_id = name
         coursedir = CourseDirectory(config=config)
         app = GenerateAssignment(coursedir=coursedir, config=config)
@@ -59,4 +79,27 @@ def generate_exercises(root: str | Path, release_dir: str | Path | None = None,
         release = Path(coursedir.release_directory)
         release = release if release.is_absolute() else root / release
         out.extend(sorted((release / name).glob("*.ipynb")))
+    return out
+
+
+def generate_editions(root: str | Path, assignments: list[str] | None = None,
+                      editions: list[str] | None = None) -> list[Path]:
+    """Generate every edition whose sources exist (English always; Chinese when ``zh/solutions``
+    has been built), or the ``editions`` named (an error if their sources are missing)."""
+    root = Path(root).resolve()
+    out: list[Path] = []
+    for edition in editions or list(EDITIONS):
+        if edition not in EDITIONS:
+            raise ValueError(f"unknown edition {edition!r}; editions are {', '.join(EDITIONS)}")
+        source, release = EDITIONS[edition]
+        if not (root / source).is_dir():
+            if editions:
+                raise FileNotFoundError(f"{source}/ does not exist: build it first "
+                                        "(`.venv/bin/python scripts/i18n.py build`)")
+            continue
+        names = [a for a in (assignments or list_assignments(root, source))
+                 if (root / source / a).is_dir()] if assignments else None
+        if assignments and not names:
+            continue
+        out += generate_exercises(root, root / release, names, source=source)
     return out
