@@ -1,4 +1,5 @@
-"""Attention scoring functions: scaled dot-product and additive (Bahdanau) attention.
+"""Attention scoring functions: scaled dot-product, additive (Bahdanau) and multiplicative
+(Luong) attention.
 
 Shape letters: B batch, Q queries (L in PyTorch's docs), K keys (S), D query/key size,
 Dv value size. ``...`` stands for any leading batch axes (e.g. B, H).
@@ -11,7 +12,8 @@ Two APIs, each with the mask convention of the library it mirrors:
 * :func:`scaled_dot_product_attention` mirrors ``F.scaled_dot_product_attention``:
   a boolean ``attn_mask`` is True where a query **may** attend; a float mask is added
   to the scores. It also returns the weights, which PyTorch's function does not.
-* :class:`DotProductAttention` and :class:`AdditiveAttention` mirror D2L: a
+* :class:`DotProductAttention`, :class:`AdditiveAttention` and
+  :class:`MultiplicativeAttention` mirror D2L: a
   ``valid_lens`` tensor of shape (B,) or (B, Q) keeps the first ``valid_lens`` keys
   (see :mod:`course_lib.masking`). ``valid_lens=v`` is the same as the keep mask
   ``valid_lens_to_mask(v, Q, K)``.
@@ -30,7 +32,7 @@ from torch import Tensor, nn
 
 from course_lib.masking import causal_mask, masked_softmax, merge_masks, softmax_masked_out
 
-__all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention"]
+__all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention", "MultiplicativeAttention"]
 
 
 def scaled_dot_product_attention(
@@ -191,5 +193,52 @@ class AdditiveAttention(nn.Module):
         decoder that asks one query per step of the same keys projects them once."""
         features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
+
+
+class MultiplicativeAttention(nn.Module):
+    """Multiplicative attention (Luong et al. 2015, their "general" score): score(q, k) = q^T W_a k.
+
+    One learned matrix ``W_a`` (query_size x key_size, no bias) between query and key, so
+    queries and keys may have different sizes, as in :class:`AdditiveAttention`, but the
+    scores of all pairs are one batched matrix product, as in :class:`DotProductAttention`:
+    Q (K W_a^T)^T. With equal sizes and ``W_a`` = I the score is the plain dot product
+    (Luong's "dot" score); with ``W_a`` = I / sqrt(D) this module equals
+    :class:`DotProductAttention`. Scaled dot-product attention on learned projections
+    q W_q and k W_k is this score with ``W_a`` = W_q W_k^T / sqrt(D), of rank at most D.
+    No scale is applied: Luong et al. use none (initialise or scale ``W_a`` instead).
+
+    Args:
+        key_size: size of each key.
+        query_size: size of each query.
+        dropout: dropout probability on the attention weights.
+
+    Shape:
+        queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
+        valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        ``W_a.weight`` is the (query_size, key_size) matrix W_a.
+    """
+
+    def __init__(self, key_size: int, query_size: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.W_a = nn.Linear(key_size, query_size, bias=False)  # W_a k for each key: (query_size, key_size)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: Tensor | None = None
+
+    def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
+                valid_lens: Tensor | None = None) -> Tensor:
+        if queries.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
+            raise ValueError("MultiplicativeAttention expects queries (B, Q, query_size), keys (B, K, key_size), "
+                             f"values (B, K, Dv); got {tuple(queries.shape)}, {tuple(keys.shape)}, "
+                             f"{tuple(values.shape)}")
+        if queries.shape[-1] != self.W_a.out_features or keys.shape[-1] != self.W_a.in_features:
+            raise ValueError(f"expected query size {self.W_a.out_features} and key size "
+                             f"{self.W_a.in_features}, got {queries.shape[-1]} and {keys.shape[-1]}")
+        if keys.shape[:2] != values.shape[:2]:
+            raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
+                             f"{tuple(values.shape)} must agree on B and K")
+        scores = torch.bmm(queries, self.W_a(keys).transpose(1, 2))  # (B, Q, K): q_i^T W_a k_j
         self.attention_weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.masking import causal_mask, valid_lens_to_mask
-from course_lib.scoring import AdditiveAttention, DotProductAttention, scaled_dot_product_attention
+from course_lib.scoring import (AdditiveAttention, DotProductAttention, MultiplicativeAttention,
+                                scaled_dot_product_attention)
 
 F64 = torch.float64
 
@@ -256,6 +257,71 @@ def test_additive_attention_is_uniform_over_equal_valid_keys():
     assert torch.equal(weights[1, 0, 6:], torch.zeros(4))
     # the output is the mean of the valid values
     torch.testing.assert_close(out[:, 0], torch.stack([values[0, :2].mean(0), values[1, :6].mean(0)]))
+
+
+@pytest.mark.parametrize("valid_lens", [None, torch.tensor([2, 5]), torch.tensor([[1, 5, 3], [4, 2, 2]])])
+def test_multiplicative_attention_is_q_w_k_by_an_explicit_loop(valid_lens):
+    gen = torch.Generator().manual_seed(7)
+    att = MultiplicativeAttention(key_size=3, query_size=7).double().eval()
+    assert [(n, tuple(p.shape)) for n, p in att.named_parameters()] == [("W_a.weight", (7, 3))]
+    q, k, v = (torch.randn(2, 3, 7, dtype=F64, generator=gen), torch.randn(2, 5, 3, dtype=F64, generator=gen),
+               torch.randn(2, 5, 4, dtype=F64, generator=gen))
+    out = att(q, k, v, valid_lens)
+    W = att.W_a.weight                                              # (query_size, key_size)
+    lens = torch.full((2, 3), 5) if valid_lens is None else valid_lens.reshape(2, -1).expand(2, 3)
+    expected = torch.zeros(2, 3, 4, dtype=F64)
+    for b in range(2):
+        for i in range(3):
+            n = int(lens[b, i])
+            scores = torch.stack([q[b, i] @ W @ k[b, j] for j in range(n)])
+            weights = torch.softmax(scores, 0)
+            torch.testing.assert_close(att.attention_weights[b, i, :n], weights)
+            assert torch.equal(att.attention_weights[b, i, n:], torch.zeros(5 - n, dtype=F64))
+            expected[b, i] = sum(weights[j] * v[b, j] for j in range(n))
+    torch.testing.assert_close(out, expected)
+
+
+def test_multiplicative_attention_with_identity_is_dot_product_attention():
+    q, k, v = _qkv(3, d=8)
+    lens = torch.tensor([2, 6, 3])
+    att = MultiplicativeAttention(key_size=8, query_size=8).double().eval()
+    with torch.no_grad():
+        att.W_a.weight.copy_(torch.eye(8))                          # W = I: the plain dot product q.k
+    out = att(q, k, v, lens)
+    keep = valid_lens_to_mask(lens, 4, 6)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=1.0))
+    with torch.no_grad():
+        att.W_a.weight.copy_(torch.eye(8) / math.sqrt(8))           # W = I / sqrt(d): scaled dot-product
+    dot = DotProductAttention().eval()
+    torch.testing.assert_close(att(q, k, v, lens), dot(q, k, v, lens))
+    torch.testing.assert_close(att.attention_weights, dot.attention_weights)
+
+
+def test_multiplicative_attention_is_scaled_dot_product_of_projections():
+    # softmax((q W_q)(k W_k)^T / sqrt(D)): the score q^T W k with W = W_q W_k^T / sqrt(D), of rank <= D
+    gen = torch.Generator().manual_seed(8)
+    W_q, W_k = torch.randn(6, 2, dtype=F64, generator=gen), torch.randn(4, 2, dtype=F64, generator=gen)
+    q, k, v = (torch.randn(2, 3, 6, dtype=F64, generator=gen), torch.randn(2, 5, 4, dtype=F64, generator=gen),
+               torch.randn(2, 5, 3, dtype=F64, generator=gen))
+    att = MultiplicativeAttention(key_size=4, query_size=6).double()
+    with torch.no_grad():
+        att.W_a.weight.copy_(W_q @ W_k.T / math.sqrt(2))
+    assert torch.linalg.matrix_rank(att.W_a.weight) == 2
+    torch.testing.assert_close(att(q, k, v), F.scaled_dot_product_attention(q @ W_q, k @ W_k, v))
+
+
+def test_multiplicative_attention_gradcheck_and_errors():
+    att = MultiplicativeAttention(key_size=2, query_size=3).double()
+    q, k, v = (torch.randn(2, 2, 3, dtype=F64, requires_grad=True), torch.randn(2, 4, 2, dtype=F64, requires_grad=True),
+               torch.randn(2, 4, 2, dtype=F64, requires_grad=True))
+    lens = torch.tensor([2, 4])
+    assert torch.autograd.gradcheck(lambda a, b, c: att(a, b, c, lens), (q, k, v))
+    with pytest.raises(ValueError, match="expected query size 3 and key size 2"):
+        att(torch.randn(2, 2, 5), torch.randn(2, 4, 2), torch.randn(2, 4, 2))
+    with pytest.raises(ValueError, match="must agree on B and K"):
+        att(torch.randn(2, 2, 3), torch.randn(2, 4, 2), torch.randn(2, 3, 2))
+    with pytest.raises(ValueError, match=r"queries \(B, Q, query_size\)"):
+        att(torch.randn(2, 3), torch.randn(2, 4, 2), torch.randn(2, 4, 2))
 
 
 def test_scaled_dot_product_worked_example():
