@@ -37,6 +37,7 @@ import torch
 __all__ = [
     "CheckFailed", "fresh_rng", "fresh_seed", "rand_int", "randn", "assert_tensor_close", "assert_shape",
     "assert_equal", "assert_number", "assert_choice", "assert_isinstance", "call", "call_method",
+    "as_number", "as_shape",
 ]
 
 class CheckFailed(AssertionError):
@@ -277,9 +278,77 @@ def _is_plain_value(value: Any) -> bool:
     return False
 
 
+def _numpy_scalar_value(value: Any) -> Any:
+    """A NumPy scalar (``np.float64(0.5)``, ``np.int64(3)``) as its Python value, as the grader's
+    transport does with every value that leaves the sandbox; anything else unchanged."""
+    if type(value).__module__ == "numpy":
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover - numpy is a dependency
+            return value
+        if isinstance(value, np.generic):
+            return value.item()
+    return value
+
+
+def as_number(answer: Any, *, name: str) -> float:
+    """The one rule for a numeric answer, used by every public and hidden check.
+
+    Accepted: an ``int`` or ``float``; a NumPy scalar (``np.float64``, ``np.int64``, ...); a
+    one-element tensor; a string holding a number (``"64"``). Refused with a message: ``None``
+    (not answered), ``bool`` and anything else.
+
+    Args:
+        answer: the learner's answer.
+        name: the question, e.g. ``"ANSWER_VARIANCE"``.
+
+    Returns:
+        The answer as a float.
+    """
+    __tracebackhide__ = True
+    if answer is None:
+        raise CheckFailed(f"{name}: not answered (still None)")
+    answer = _numpy_scalar_value(answer)
+    if type(answer) in (int, float):
+        return float(answer)
+    if type(answer) is str:
+        try:
+            return float(answer.strip())
+        except ValueError:
+            raise CheckFailed(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
+    if type(answer) is torch.Tensor and answer.numel() == 1 and not answer.dtype.is_complex \
+            and answer.dtype != torch.bool:
+        return float(answer.item())
+    raise CheckFailed(f"{name}: expected a number, got {_describe(answer)}")
+
+
+def as_shape(answer: Any, *, name: str) -> tuple[int, ...]:
+    """The one rule for a shape answer, used by every public and hidden check.
+
+    Accepted: a ``tuple``, ``list`` or ``torch.Size`` of integers (Python ints or NumPy
+    integer scalars). Refused with a message: ``None`` (not answered), ``bool`` entries and
+    anything else.
+
+    Args:
+        answer: the learner's answer, e.g. ``(4, 9, 11)`` or ``weights.shape``.
+        name: the question, e.g. ``"ANSWER_WEIGHTS_SHAPE"``.
+
+    Returns:
+        The shape as a tuple of ints.
+    """
+    __tracebackhide__ = True
+    if answer is None:
+        raise CheckFailed(f"{name}: not answered (still None)")
+    if type(answer) in (tuple, list, torch.Size):
+        dims = [_numpy_scalar_value(n) for n in answer]
+        if all(type(n) is int for n in dims):
+            return tuple(dims)
+    raise CheckFailed(f"{name}: expected a tuple of ints, got {_describe(answer)}")
+
+
 def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1e-6,
                   abs_tol: float = 1e-9) -> None:
-    """Check a numeric short answer (an int, float, or a string holding a number).
+    """Check a numeric short answer (whatever :func:`as_number` accepts).
 
     Args:
         answer: the learner's answer; ``None`` (not answered) fails with a clear message.
@@ -289,20 +358,7 @@ def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1
         abs_tol: absolute tolerance.
     """
     __tracebackhide__ = True
-    if answer is None:
-        raise CheckFailed(f"{name}: not answered (still None)")
-    value: float
-    if type(answer) in (int, float):
-        value = float(answer)
-    elif type(answer) is str:
-        try:
-            value = float(answer.strip())
-        except ValueError:
-            raise CheckFailed(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
-    elif isinstance(answer, torch.Tensor) and type(answer) is torch.Tensor and answer.numel() == 1:
-        value = float(answer.item())
-    else:
-        raise CheckFailed(f"{name}: expected a number, got {_describe(answer)}")
+    value = as_number(answer, name=name)
     if not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
         raise CheckFailed(f"{name}: {value:g} is not the right value")
 

@@ -12,14 +12,21 @@ its own name:
   where ``p_n`` is the clipped n-gram precision. The weights ``1/2**n`` favour long
   matches less than standard BLEU's geometric mean, there is no smoothing, and it is on a
   0-1 scale.
-* :func:`corpus_bleu` is the standard corpus BLEU of Papineni et al. (2002), as sacrebleu
-  computes it: clipped n-gram matches and n-gram counts are *summed over the corpus*
-  before the precisions are formed, the geometric mean has equal weights ``1/max_n``, the
-  brevity penalty uses the corpus lengths, and the result is on a 0-100 scale. The mean
-  of sentence scores is not the corpus score.
+* :func:`corpus_bleu` is the corpus BLEU formula of Papineni et al. (2002), computed from
+  tokens as sacrebleu computes it: clipped n-gram matches and n-gram counts are *summed
+  over the corpus* before the precisions are formed, the geometric mean has equal weights
+  ``1/max_n``, the brevity penalty uses the corpus lengths, and the result is on a 0-100
+  scale. The mean of sentence scores is not the corpus score.
 
 Both take already tokenized text (lists of string tokens). The library never tokenizes
-here, so the number depends only on the tokens you pass.
+here, so the number depends on the tokens you pass, and so does its meaning. The lessons
+pass the course's own tokens (``course_lib.data.tokenize``: lower-cased, punctuation split
+off, French elisions split, ``qu'`` ``elle``) and call the result "the course's BLEU". That
+is *not* sacreBLEU's standard score, the one to compare with published figures (Post,
+2018): ``sacrebleu.corpus_bleu(detokenized_hypotheses, [raw_references])`` with its
+defaults (13a tokenizer, case-sensitive; print ``sacrebleu.BLEU().get_signature()``).
+:func:`corpus_bleu` gives sacrebleu's number only in one configuration: the same tokens,
+space-joined, with ``tokenize='none'`` and the same smoothing.
 """
 
 from __future__ import annotations
@@ -130,7 +137,7 @@ def corpus_bleu(
     smooth_value: float | None = None,
     effective_order: bool = False,
 ) -> float:
-    """Standard corpus BLEU (Papineni et al. 2002) on a 0-100 scale, as sacrebleu.
+    """Corpus BLEU (Papineni et al. 2002) of token lists, on a 0-100 scale.
 
     For each order n, clipped matches (each hypothesis n-gram counts at most as often as
     in the reference that has most of it) and hypothesis n-gram totals are summed over
@@ -138,8 +145,11 @@ def corpus_bleu(
     ``100 * BP * exp(mean_n log p_n)`` with ``BP = exp(1 - r/c)`` when the corpus
     hypothesis length ``c`` is below the reference length ``r`` (per sentence, the
     reference length closest to the hypothesis length, ties to the shorter), else 1.
-    It equals ``sacrebleu.corpus_bleu(..., tokenize='none', force=True)`` on
-    space-joined tokens with the same smoothing.
+    It equals ``sacrebleu.corpus_bleu(..., tokenize='none', force=True)`` on the same
+    tokens, space-joined, with the same smoothing. It is not sacreBLEU's standard score
+    (detokenized text against raw references, 13a tokenizer, case-sensitive) unless the
+    tokens happen to be the ones 13a would produce from those texts (see the module
+    docstring).
 
     Args:
         hypotheses: one token list per sentence.

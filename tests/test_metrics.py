@@ -152,3 +152,22 @@ def test_corpus_bleu_properties() -> None:
         corpus_bleu(hyps, refs, smooth="bogus")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="token lists"):
         corpus_bleu(["the cat"], [["the", "cat"]])  # type: ignore[list-item]
+
+
+def test_course_bleu_is_not_standard_sacrebleu() -> None:
+    # The lessons' BLEU (corpus_bleu on the course's lower-cased tokens) equals sacrebleu only
+    # with tokenize="none" on those tokens; sacreBLEU's standard score (detokenised output
+    # against the raw references, 13a, case-sensitive) is another number.
+    from course_lib.data import detokenize, tokenize
+
+    raw_refs = ["Est-ce qu'elle dort ?", "Le vieil homme ne voit pas l'hôpital.", "Je suis sur la chaise."]
+    hyps = [tokenize("est-ce qu'elle dort ?"), tokenize("le vieil homme voit l'hôpital ."), tokenize("je suis sur la chaise .")]
+    refs = [tokenize(r) for r in raw_refs]
+    course = corpus_bleu(hyps, refs)
+    same_tokens = sacrebleu.corpus_bleu([" ".join(h) for h in hyps], [[" ".join(r) for r in refs]],
+                                        tokenize="none", force=True).score
+    assert course == pytest.approx(same_tokens, abs=1e-9)
+    metric = BLEU()
+    standard = metric.corpus_score([detokenize(h) for h in hyps], [raw_refs]).score
+    assert "|case:mixed|eff:no|tok:13a|smooth:exp|" in str(metric.get_signature())
+    assert standard < course - 5  # capitals in the references and 13a's whole "qu'elle" cost points
