@@ -21,6 +21,19 @@ the tiles entirely above the diagonal are skipped, not computed and masked; with
 sliding window (:mod:`course_lib.local_attention`) the tiles outside the band are too.
 The result equals plain attention up to rounding, whatever the block size.
 
+The backward pass (:func:`flash_attention`, :class:`FlashAttentionFunction`) does not
+keep the Q x K probabilities either. The forward pass stores, per query row, only the output
+O and the log-sum-exp L = m + log(l) of its scores; the backward pass recomputes each tile
+of probabilities as P = exp(S - L) and applies, tile by tile, with dO the gradient of O:
+
+    dV = P^T dO        dP = dO V^T        D = rowsum(dO * O)        dS = P * (dP - D)
+    dQ = scale * dS K                     dK = scale * dS^T Q
+
+(D = rowsum(P * dP) because rowsum(P * (dO V^T)) = rowsum(dO * (P V)) = rowsum(dO * O):
+one number per row, computed once, instead of a sum over a row of P.) What is kept between
+the passes is O(Q) besides the inputs and the output, instead of the O(Q K) probabilities
+that autograd saves for plain attention.
+
 This is a reference implementation in plain PyTorch: each tile is a handful of separate
 kernel launches, so on a CPU it saves memory but not time. PyTorch's fused
 ``F.scaled_dot_product_attention`` does the same tiling inside one compiled kernel.
@@ -39,6 +52,10 @@ __all__ = [
     "tiled_attention",
     "key_block_range",
     "count_tiles",
+    "flash_attention_forward",
+    "flash_attention_backward",
+    "FlashAttentionFunction",
+    "flash_attention",
 ]
 
 
@@ -204,3 +221,155 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         safe_sum = torch.where(running_sum > 0, running_sum, torch.ones_like(running_sum))
         rows.append(acc / safe_sum)  # rows with no allowed key: acc = 0, so output 0
     return torch.cat(rows, dim=-2)  # (..., Q, Dv)
+
+
+def _check_flash_inputs(query: Tensor, key: Tensor, value: Tensor, is_causal: bool, block_size: int) -> None:
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        raise ValueError("query, key and value need at least 2 dimensions (..., T, D); got shapes "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if (query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]
+            or not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]):
+        raise ValueError(f"expected query (..., Q, D), key (..., K, D), value (..., K, Dv) with the same leading "
+                         f"axes; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if is_causal and key.shape[-2] < query.shape[-2]:
+        raise ValueError(f"a causal mask needs K >= Q (queries are the last Q positions), "
+                         f"got K={key.shape[-2]} < Q={query.shape[-2]}")
+
+
+def _masked_tile(scores: Tensor, q_start: int, q_end: int, k_start: int, k_end: int, offset: int,
+                 is_causal: bool) -> Tensor:
+    """Apply the causal mask to one tile of scores if the tile crosses the diagonal."""
+    if is_causal and k_end - 1 > q_start + offset:
+        positions = torch.arange(q_start, q_end, device=scores.device)[:, None] + offset  # (bq, 1)
+        keys = torch.arange(k_start, k_end, device=scores.device)[None, :]  # (1, bk)
+        scores = scores.masked_fill(keys > positions, float("-inf"))
+    return scores
+
+
+def flash_attention_forward(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = False,
+                            scale: float | None = None, *, block_size: int = 64) -> tuple[Tensor, Tensor]:
+    """FlashAttention's forward pass: the output and the row log-sum-exp of the scores.
+
+    The same tile loop as :func:`tiled_attention` (without ``attn_mask`` or ``window``), which
+    also returns, for each query row, ``L = m + log(l)``: the log of the softmax's normaliser,
+    ``log sum_j exp(s_j)``. With it the backward pass recomputes any probability as
+    ``exp(s_j - L)`` without a second pass over the row.
+
+    Args:
+        query: (..., Q, D). key: (..., K, D). value: (..., K, Dv); the same leading axes.
+        is_causal: query i may attend to keys j <= i + K - Q (needs K >= Q, so that every
+            query sees at least one key); tiles above the diagonal are skipped.
+        scale: defaults to 1 / sqrt(D).
+        block_size: rows and columns of each tile.
+
+    Returns:
+        ``(output, lse)``: (..., Q, Dv) and (..., Q).
+    """
+    _check_flash_inputs(query, key, value, is_causal, block_size)
+    num_q, num_k = query.shape[-2], key.shape[-2]
+    offset = num_k - num_q
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    outputs, lses = [], []
+    for q_start in range(0, num_q, block_size):
+        q_end = min(num_q, q_start + block_size)
+        q = query[..., q_start:q_end, :] * scale  # (..., bq, D)
+        running_max = torch.full((*query.shape[:-2], q_end - q_start, 1), float("-inf"), dtype=query.dtype,
+                                 device=query.device)  # (..., bq, 1)
+        running_sum = torch.zeros_like(running_max)  # (..., bq, 1)
+        acc = torch.zeros((*query.shape[:-2], q_end - q_start, value.shape[-1]), dtype=value.dtype,
+                          device=value.device)  # (..., bq, Dv)
+        for k_start in key_block_range(q_start, q_end, num_k, block_size, is_causal=is_causal, offset=offset):
+            k_end = min(num_k, k_start + block_size)
+            scores = q @ key[..., k_start:k_end, :].transpose(-2, -1)  # (..., bq, bk)
+            scores = _masked_tile(scores, q_start, q_end, k_start, k_end, offset, is_causal)
+            running_max, running_sum, correction = online_softmax_update(running_max, running_sum, scores)
+            acc = correction * acc + torch.exp(scores - running_max) @ value[..., k_start:k_end, :]
+        outputs.append(acc / running_sum)  # every row saw at least one key: running_sum > 0
+        lses.append((running_max + torch.log(running_sum)).squeeze(-1))  # (..., bq)
+    return torch.cat(outputs, dim=-2), torch.cat(lses, dim=-1)
+
+
+def flash_attention_backward(grad_output: Tensor, query: Tensor, key: Tensor, value: Tensor, output: Tensor,
+                             lse: Tensor, is_causal: bool = False, scale: float | None = None, *,
+                             block_size: int = 64) -> tuple[Tensor, Tensor, Tensor]:
+    """FlashAttention's backward pass: the gradients of Q, K and V, recomputing every tile.
+
+    Nothing of size Q x K is read from the forward pass: for each tile the scores are
+    recomputed from Q and K, and the probabilities as ``P = exp(S - L)`` with the stored
+    log-sum-exp. Then, per tile (dO = ``grad_output``, D = rowsum(dO * O) once per row)::
+
+        dV_j += P^T dO_i     dP = dO_i V_j^T     dS = P * (dP - D_i)
+        dQ_i += scale * dS K_j                   dK_j += scale * dS^T Q_i
+
+    The outer loop runs over key blocks, as in the FlashAttention papers, so each block's dK
+    and dV are finished in one sweep over the query blocks that may see it.
+
+    Returns:
+        ``(grad_query, grad_key, grad_value)``, shaped like ``query``, ``key``, ``value``.
+    """
+    _check_flash_inputs(query, key, value, is_causal, block_size)
+    num_q, num_k = query.shape[-2], key.shape[-2]
+    offset = num_k - num_q
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    delta = (grad_output * output).sum(dim=-1, keepdim=True)  # (..., Q, 1): D = rowsum(dO * O)
+    lse = lse.unsqueeze(-1)  # (..., Q, 1)
+    grad_query = torch.zeros_like(query)
+    grad_key, grad_value = torch.zeros_like(key), torch.zeros_like(value)
+    for k_start in range(0, num_k, block_size):
+        k_end = min(num_k, k_start + block_size)
+        k, v = key[..., k_start:k_end, :], value[..., k_start:k_end, :]  # (..., bk, D), (..., bk, Dv)
+        d_k, d_v = torch.zeros_like(k), torch.zeros_like(v)
+        # causal: query i sees key j iff j <= i + offset; the first query that sees key k_start is k_start - offset
+        first_q = max(0, k_start - offset) // block_size * block_size if is_causal else 0
+        for q_start in range(first_q, num_q, block_size):
+            q_end = min(num_q, q_start + block_size)
+            q = query[..., q_start:q_end, :]  # (..., bq, D)
+            scores = scale * (q @ k.transpose(-2, -1))  # (..., bq, bk), recomputed
+            scores = _masked_tile(scores, q_start, q_end, k_start, k_end, offset, is_causal)
+            probs = torch.exp(scores - lse[..., q_start:q_end, :])  # (..., bq, bk), recomputed, normalised
+            d_out = grad_output[..., q_start:q_end, :]  # (..., bq, Dv)
+            d_v = d_v + probs.transpose(-2, -1) @ d_out
+            d_probs = d_out @ v.transpose(-2, -1)  # (..., bq, bk)
+            d_scores = probs * (d_probs - delta[..., q_start:q_end, :])  # the softmax's backward
+            grad_query[..., q_start:q_end, :] += scale * (d_scores @ k)
+            d_k = d_k + scale * (d_scores.transpose(-2, -1) @ q)
+        grad_key[..., k_start:k_end, :] = d_k
+        grad_value[..., k_start:k_end, :] = d_v
+    return grad_query, grad_key, grad_value
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Autograd wrapper: saves Q, K, V, O and the row log-sum-exp; nothing of size Q x K."""
+
+    @staticmethod
+    def forward(ctx, query: Tensor, key: Tensor, value: Tensor, is_causal: bool, scale: float | None,
+                block_size: int) -> Tensor:  # type: ignore[override]
+        output, lse = flash_attention_forward(query, key, value, is_causal, scale, block_size=block_size)
+        ctx.save_for_backward(query, key, value, output, lse)
+        ctx.is_causal, ctx.scale, ctx.block_size = is_causal, scale, block_size
+        return output
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output: Tensor):  # type: ignore[override]
+        query, key, value, output, lse = ctx.saved_tensors
+        grads = flash_attention_backward(grad_output, query, key, value, output, lse, ctx.is_causal, ctx.scale,
+                                         block_size=ctx.block_size)
+        return (*grads, None, None, None)
+
+
+def flash_attention(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = False,
+                    scale: float | None = None, *, block_size: int = 64) -> Tensor:
+    """softmax(Q K^T * scale) V with FlashAttention's tiled forward **and** backward passes.
+
+    Equal to plain attention (and to :func:`tiled_attention`) up to rounding, and its
+    gradients to those autograd computes for plain attention; but between the passes it keeps
+    only the output and one log-sum-exp per query row (memory O(Q), not O(Q K)).
+    First-order gradients only (``once_differentiable``).
+
+    Shape:
+        query (..., Q, D), key (..., K, D), value (..., K, Dv) -> (..., Q, Dv); the same leading axes.
+    """
+    return FlashAttentionFunction.apply(query, key, value, is_causal, scale, block_size)

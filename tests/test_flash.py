@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.flash import count_tiles, online_softmax, online_softmax_update, tiled_attention
+from course_lib.flash import (count_tiles, flash_attention, flash_attention_backward, flash_attention_forward,
+                              online_softmax, online_softmax_update, tiled_attention)
 from course_lib.masking import causal_mask
 from course_lib.scoring import scaled_dot_product_attention
 
@@ -144,3 +145,110 @@ def test_errors():
         tiled_attention(q, k[..., :3], v)
     with pytest.raises(ValueError, match="window"):
         tiled_attention(q, k, v, window=0)
+
+
+# --- FlashAttention's backward pass -----------------------------------------------------------
+
+
+def _plain_attention(q, k, v, is_causal=False):
+    """softmax(Q K^T / sqrt(D) + causal mask) V written out, for autograd to differentiate."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2]), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("num_q, num_k", [(13, 13), (5, 17), (1, 9)])
+@pytest.mark.parametrize("block_size", [1, 3, 4, 13, 64])
+def test_flash_gradients_equal_autograd(is_causal, num_q, num_k, block_size):
+    torch.manual_seed(num_q * 100 + block_size)
+    q, k, v = (t.requires_grad_() for t in _qkv(num_q=num_q, num_k=num_k))
+    out = flash_attention(q, k, v, is_causal=is_causal, block_size=block_size)
+    ref = _plain_attention(q, k, v, is_causal)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    grad_out = torch.randn_like(out)
+    mine = torch.autograd.grad(out, (q, k, v), grad_out)
+    theirs = torch.autograd.grad(ref, (q, k, v), grad_out)
+    for name, a, b in zip("QKV", mine, theirs):
+        assert a.shape == b.shape, name
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("block_size", [1, 2, 3])
+def test_flash_gradcheck(is_causal, block_size):
+    q, k, v = (t.requires_grad_() for t in _qkv(batch=1, heads=2, num_q=4, num_k=5, d=3, dv=2))
+    assert torch.autograd.gradcheck(lambda a, b, c: flash_attention(a, b, c, is_causal=is_causal,
+                                                                    block_size=block_size), (q, k, v))
+
+
+def test_flash_forward_returns_the_row_logsumexp():
+    q, k, v = _qkv(num_q=7, num_k=10)
+    for is_causal in (False, True):
+        out, lse = flash_attention_forward(q, k, v, is_causal=is_causal, block_size=3)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if is_causal:
+            scores = scores.masked_fill(~causal_mask(7, 10), float("-inf"))
+        assert lse.shape == (2, 3, 7)
+        torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
+        torch.testing.assert_close(out, tiled_attention(q, k, v, is_causal=is_causal, block_size=3), rtol=0, atol=1e-12)
+        # the probabilities are exp(S - L): what the backward pass recomputes
+        torch.testing.assert_close(torch.exp(scores - lse[..., None]), torch.softmax(scores, dim=-1))
+
+
+def test_flash_saves_nothing_of_size_q_times_k():
+    num_q, num_k = 64, 48
+    q, k, v = (t.requires_grad_() for t in _qkv(batch=1, heads=1, num_q=num_q, num_k=num_k, d=4, dv=4))
+
+    def saved_shapes(fn):
+        shapes = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: shapes.append(tuple(t.shape)) or t, lambda t: t):
+            fn(q, k, v).sum()
+        return shapes
+
+    plain = saved_shapes(_plain_attention)
+    flash = saved_shapes(lambda a, b, c: flash_attention(a, b, c, block_size=16))
+    assert (1, 1, num_q, num_k) in plain  # autograd keeps the probabilities of plain attention
+    assert sorted(flash) == sorted([(1, 1, num_q, 4), (1, 1, num_k, 4), (1, 1, num_k, 4), (1, 1, num_q, 4),
+                                    (1, 1, num_q)])  # Q, K, V, O and L only
+
+
+def test_flash_backward_function_directly():
+    q, k, v = _qkv(num_q=6, num_k=6)
+    out, lse = flash_attention_forward(q, k, v, is_causal=True, block_size=4)
+    grad_out = torch.randn_like(out)
+    grads = flash_attention_backward(grad_out, q, k, v, out, lse, is_causal=True, block_size=2)  # any tile size
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+    ref = torch.autograd.grad(_plain_attention(qr, kr, vr, True), (qr, kr, vr), grad_out)
+    for a, b in zip(grads, ref):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_flash_causal_backward_skips_tiles_above_the_diagonal():
+    # keys and values that only the last queries may see are NaN: the outputs and the gradients of
+    # the queries before them stay finite (those tiles are never recomputed)
+    q, k, v = _qkv(batch=1, heads=1, num_q=8, num_k=8)
+    k[..., 6:, :], v[..., 6:, :] = float("nan"), float("nan")
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out = flash_attention(q, k, v, is_causal=True, block_size=2)
+    grad_out = torch.zeros_like(out)
+    grad_out[..., :6, :] = 1.0  # a loss on the first 6 outputs only
+    dq, _, _ = torch.autograd.grad(out, (q, k, v), grad_out)
+    assert torch.isfinite(out[..., :6, :]).all() and torch.isfinite(dq[..., :6, :]).all()
+
+
+def test_flash_float32_and_errors():
+    q, k, v = (t.float().requires_grad_() for t in _qkv(num_q=20, num_k=20))
+    out = flash_attention(q, k, v, is_causal=True, block_size=8)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    _plain_attention(q64, k64, v64, True).sum().backward()
+    torch.testing.assert_close(q.grad.double(), q64.grad, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="block_size"):
+        flash_attention(q, k, v, block_size=0)
+    with pytest.raises(ValueError, match="K >= Q"):
+        flash_attention(q, k[..., :3, :], v[..., :3, :], is_causal=True)
+    with pytest.raises(ValueError, match="same leading"):
+        flash_attention(q, k[:1], v[:1])
