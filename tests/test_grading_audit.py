@@ -203,3 +203,35 @@ def test_assert_equal_never_shows_a_hidden_expected_value():
     with pytest.raises(AssertionError) as err:
         checks.assert_equal([0, 1, 0, 1], [0, 0, 1, 1], name="heads", show_expected=True)  # public checks may
     assert "[0, 0, 1, 1]" in str(err.value)
+
+
+_RELEASED = sorted((ROOT / "exercises").glob("*/*.ipynb")) + sorted((ROOT / "zh" / "exercises").glob("*/*.ipynb"))
+
+
+def _displayed_value(source: str) -> str | None:
+    """The expression a cell would display (its last statement, if an expression that is not a
+    call of print or of an ``assert_*`` check, which return None)."""
+    body = ast.parse(source).body
+    if not body or not isinstance(body[-1], ast.Expr):
+        return None
+    value = body[-1].value
+    name = getattr(getattr(value, "func", None), "id", "") if isinstance(value, ast.Call) else ""
+    return None if name.startswith("assert_") or name == "print" else ast.unparse(value)
+
+
+@pytest.mark.parametrize("notebook", _RELEASED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_released_test_cell_displays_a_value(notebook):
+    """nbgrader reads a number a grade cell displays as partial credit: `as_number(x)` left as the
+    last line of a public check (its hidden part removed at release) made Validate crash with
+    "partial credit cannot be greater than maximum points" and would score the learner's answer."""
+    assert len(_RELEASED) >= 20
+    found = [(i, expr) for i, c in enumerate(json.loads(notebook.read_text(encoding="utf-8"))["cells"], start=1)
+             if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("grade")
+             and (expr := _displayed_value("".join(c["source"])))]
+    assert not found, f"grade cells whose last line displays a value (assign it to _): {found}"
+
+
+def test_the_display_rule_catches_a_bare_expression():
+    assert _displayed_value('x = 1\nas_number(ANSWER, name="A")') == "as_number(ANSWER, name='A')"
+    assert _displayed_value('_ = as_number(ANSWER, name="A")') is None
+    assert _displayed_value('assert_number(ANSWER, 4, name="A")') is None
