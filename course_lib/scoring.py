@@ -146,6 +146,20 @@ class DotProductAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)
 
 
+def _check_module_inputs(module: str, queries: Tensor, keys: Tensor, values: Tensor, query_size: int, key_size: int) -> None:
+    """Shapes of a scoring module's inputs, each mistake named (B, Q, K and the feature sizes)."""
+    if queries.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
+        raise ValueError(f"{module} expects queries (B, Q, query_size), keys (B, K, key_size), "
+                         f"values (B, K, Dv); got {tuple(queries.shape)}, {tuple(keys.shape)}, "
+                         f"{tuple(values.shape)}")
+    if queries.shape[-1] != query_size or keys.shape[-1] != key_size:
+        raise ValueError(f"expected query size {query_size} and key size {key_size}, "
+                         f"got {queries.shape[-1]} and {keys.shape[-1]}")
+    if keys.shape[:2] != values.shape[:2]:
+        raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
+                         f"{tuple(values.shape)} must agree on B and K")
+
+
 class AdditiveAttention(nn.Module):
     """Additive (Bahdanau) attention: score(q, k) = w_v^T tanh(W_q q + W_k k).
 
@@ -175,16 +189,7 @@ class AdditiveAttention(nn.Module):
 
     def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
                 valid_lens: Tensor | None = None) -> Tensor:
-        if queries.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
-            raise ValueError("AdditiveAttention expects queries (B, Q, query_size), keys (B, K, key_size), "
-                             f"values (B, K, Dv); got {tuple(queries.shape)}, {tuple(keys.shape)}, "
-                             f"{tuple(values.shape)}")
-        if queries.shape[-1] != self.W_q.in_features or keys.shape[-1] != self.W_k.in_features:
-            raise ValueError(f"expected query size {self.W_q.in_features} and key size "
-                             f"{self.W_k.in_features}, got {queries.shape[-1]} and {keys.shape[-1]}")
-        if keys.shape[:2] != values.shape[:2]:
-            raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
-                             f"{tuple(values.shape)} must agree on B and K")
+        _check_module_inputs("AdditiveAttention", queries, keys, values, self.W_q.in_features, self.W_k.in_features)
         return self.attend_projected(queries, self.W_k(keys), values, valid_lens)
 
     def attend_projected(self, queries: Tensor, projected_keys: Tensor, values: Tensor,
@@ -229,16 +234,7 @@ class MultiplicativeAttention(nn.Module):
 
     def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
                 valid_lens: Tensor | None = None) -> Tensor:
-        if queries.dim() != 3 or keys.dim() != 3 or values.dim() != 3:
-            raise ValueError("MultiplicativeAttention expects queries (B, Q, query_size), keys (B, K, key_size), "
-                             f"values (B, K, Dv); got {tuple(queries.shape)}, {tuple(keys.shape)}, "
-                             f"{tuple(values.shape)}")
-        if queries.shape[-1] != self.W_a.out_features or keys.shape[-1] != self.W_a.in_features:
-            raise ValueError(f"expected query size {self.W_a.out_features} and key size "
-                             f"{self.W_a.in_features}, got {queries.shape[-1]} and {keys.shape[-1]}")
-        if keys.shape[:2] != values.shape[:2]:
-            raise ValueError(f"keys (B, K, .) {tuple(keys.shape)} and values (B, K, Dv) "
-                             f"{tuple(values.shape)} must agree on B and K")
+        _check_module_inputs("MultiplicativeAttention", queries, keys, values, self.W_a.out_features, self.W_a.in_features)
         scores = torch.bmm(queries, self.W_a(keys).transpose(1, 2))  # (B, Q, K): q_i^T W_a k_j
         self.attention_weights = masked_softmax(scores, valid_lens)
         return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
