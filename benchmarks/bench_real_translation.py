@@ -3,20 +3,24 @@
 Every model trains for the same CPU-time budget (``time.process_time``, so other
 processes on a shared machine do not change the result) on the same training pairs, with
 a stated number of torch threads, each in a fresh Python process (peak memory figures do
-not mix). Then it translates a held-out test split whose English sentences never occur in
-training (:func:`course_lib.fra_eng.split_pairs`), and is scored on readable text.
+not mix). Then it translates the validation and the test split (English sentences never in
+training, nor in the other held-out split, even up to case and punctuation:
+:func:`course_lib.fra_eng.split_pairs` with ``key=near_duplicate_key``), greedily and, for a
+run with a beam, also with beam search. Choices are made on validation; test is reported.
 
 Reported per run: parameters, optimizer steps, training CPU seconds, peak resident memory
 of the process (``ru_maxrss``; also the memory after loading data and building the model,
-before training), and three BLEU figures:
+before training), and per split and decoding:
 
-* **sacreBLEU**: standard corpus BLEU of the detokenised, readable output against the raw
-  French references (all references of a source; ``sacrebleu.corpus_bleu`` with its
-  default 13a tokenisation and ``lowercase=True``, since every model here outputs
-  lower-case text). This is the figure to compare with published numbers.
+* **sacreBLEU, single reference** (the headline): each test *pair* against its own
+  reference, ``sacrebleu`` 13a, ``lowercase=True`` (every model here outputs lower case),
+  through :func:`course_lib.metrics.sacrebleu_scores`, which scores an unknown-word marker
+  (``<unk>``) as one wrong token for every system. This is the figure to compare with
+  published numbers.
+* **sacreBLEU, multi-reference**: each distinct source against all its references; higher,
+  not comparable with published numbers. Both signatures are printed.
 * **own-token BLEU** (0-100): :func:`course_lib.metrics.corpus_bleu` on the course's word
-  tokens (``tokenize``: elisions like ``l'`` split off). Higher than sacreBLEU on the same
-  outputs because 13a keeps ``l'homme`` whole; shown so that the two are not confused.
+  tokens (``tokenize``: elisions like ``l'`` split off), multi-reference.
 * **D2L BLEU** (0-1): D2L's sentence formula with k=2, averaged over test *pairs* against
   their own single reference (:func:`course_lib.metrics.sentence_bleu_d2l_mean`).
 
@@ -40,17 +44,27 @@ Runs (``--runs``):
   training), ``bucket`` (length bucketing), ``warmup`` (linear warm-up, then linear decay to
   2% of the peak at the end of the CPU budget), ``smooth`` (label smoothing 0.1), ``shape`` (a wider
   model), ``bpe`` (subword tokens, :mod:`course_lib.bpe`), ``beam`` (beam search, 4 beams);
-* ``recipe``: all ingredients together.
+* ``recipe``: all ingredients together;
+* ``d2l-transformer-resized``: d2l's classes and data pipeline at the recipe's shape and batch;
+* ``torch-recipe``: PyTorch's ``nn.Transformer`` (wired as in PyTorch's translation
+  tutorial) with the whole recipe, tokenizer, schedule and budget: the stock-PyTorch
+  baseline for ``recipe``.
 
 Data: the first ``--lines`` pairs of ``fra.txt`` (sorted by length in the file, so these
-are short sentences), of which ``--n-test`` pairs are held out; the rest train. Without the
-file the benchmark stops and says how to get it. ``--lines 0`` reads the whole file.
+are short sentences), of which ``--n-valid`` and ``--n-test`` pairs are held out (split by
+``--split-seed``, fixed); the rest train. ``--seed`` sets the model's initialisation and the
+data order only. Without the file the benchmark stops and says how to get it. ``--lines 0``
+reads the whole file. ``--summarize a.json b.json ...`` prints the mean and range over seeds
+of runs saved with ``--json``, and the ratios to d2l's book Transformer and to
+``torch-recipe`` at each budget.
 
 Usage::
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_real_translation.py --cpu-seconds 60
     .venv/bin/python benchmarks/bench_real_translation.py --runs transformer,recipe --cpu-seconds 300
     .venv/bin/python benchmarks/bench_real_translation.py --runs transformer,tf+bpe --lines 0 --max-steps 30
+    .venv/bin/python benchmarks/bench_real_translation.py --runs recipe --cpu-seconds 300 --seed 1 --json r1.json
+    .venv/bin/python benchmarks/bench_real_translation.py --summarize r*.json
 """
 
 from __future__ import annotations
@@ -133,6 +147,11 @@ RUNS: dict[str, Run] = {
     "tf+bpe": replace(_TF, tokens="bpe"),
     "tf+beam": replace(_TF, beam=4, length_penalty=0.6),
     "recipe": _RECIPE,
+    # Separating recipe from library (issue #24): d2l's own classes and pipeline at the
+    # recipe's shape and batch; PyTorch's nn.Transformer with the whole recipe.
+    "d2l-transformer-resized": Run(family="d2l", model="transformer", batch_size=64, lr=0.0015, d_model=128,
+                                   d_ff=256, num_heads=4, num_layers=2, dropout=0.2, min_freq=2),
+    "torch-recipe": replace(_RECIPE, model="torch-transformer", fused=False),
 }
 LABELS = {
     "gru": "GRU seq2seq (course_lib)",
@@ -142,6 +161,8 @@ LABELS = {
     "d2l-bahdanau": "d2l book GRU + Bahdanau",
     "d2l-transformer": "d2l book Transformer",
     "recipe": "Transformer, CPU recipe (course_lib)",
+    "d2l-transformer-resized": "d2l Transformer classes, recipe's shape and batch",
+    "torch-recipe": "nn.Transformer, CPU recipe (PyTorch)",
 }
 
 
@@ -152,9 +173,15 @@ def label_of(name: str) -> str:
 # --------------------------------------------------------------------------- data
 
 
-def load_data(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
-    """Training pairs, test pairs and a description, from the real file."""
-    from course_lib.fra_eng import read_fra_eng, split_pairs, verify_fra_eng
+def load_data(args: argparse.Namespace) -> tuple[list, list, list, str]:
+    """Training, validation and test pairs and a description, from the real file.
+
+    The split is fixed by ``--split-seed`` (``--seed`` changes only the model's
+    initialisation and the data order). Sources are grouped by
+    :func:`course_lib.fra_eng.near_duplicate_key`, so sentences that differ only in case or
+    punctuation ("Go." / "Go!") are never on two sides.
+    """
+    from course_lib.fra_eng import near_duplicate_key, read_fra_eng, split_pairs, verify_fra_eng
 
     path = Path(args.data)
     if not path.exists():
@@ -165,11 +192,15 @@ def load_data(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tup
         )
     verify_fra_eng(path)  # D2L's archive, or any file holding D2L's fra.txt
     pairs = read_fra_eng(path, max_pairs=args.lines or None)
-    splits = split_pairs(pairs, n_valid=0, n_test=args.n_test, seed=args.seed)
+    splits = split_pairs(pairs, n_valid=args.n_valid, n_test=args.n_test, seed=args.split_seed,
+                         key=near_duplicate_key)
     n_src = len({en for en, _ in splits.test})
-    desc = (f"{path.name}: first {len(pairs)} pairs of fra.txt, {len(splits.train)} training pairs, "
-            f"{len(splits.test)} test pairs ({n_src} distinct English sentences, none in training)")
-    return splits.train, splits.test, desc
+    n_val = len({en for en, _ in splits.valid})
+    desc = (f"{path.name}: first {len(pairs)} pairs of fra.txt, split seed {args.split_seed}: "
+            f"{len(splits.train)} training pairs, {len(splits.valid)} validation pairs ({n_val} distinct "
+            f"English sentences), {len(splits.test)} test pairs ({n_src} distinct English sentences); "
+            "no English sentence, up to case and punctuation, in two splits")
+    return splits.train, splits.valid, splits.test, desc
 
 
 def cpu_seconds() -> float:
@@ -279,7 +310,10 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
     max_len = args.max_len
     loader = make_translation_loader(token_pairs, src_vocab, tgt_vocab, run.batch_size, max_len=max_len,
                                      fixed_length=False, seed=args.seed, bucket=run.bucket)
-    if run.model == "transformer":
+    if run.model == "torch-transformer":
+        model = torch_transformer(len(src_vocab), len(tgt_vocab), run, max_len + 2)
+        cfg = None
+    elif run.model == "transformer":
         from course_lib.transformer import Transformer, TransformerConfig
 
         cfg = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=run.d_model, num_heads=run.num_heads,
@@ -294,7 +328,7 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
         model = (Seq2Seq if run.model == "gru" else AttentionSeq2Seq)(cfg)
     if run.fused:
         info["fused_modules"] = use_fused_attention_in_training(model)
-    info["config"] = asdict(cfg)
+    info["config"] = asdict(cfg) if cfg is not None else {"torch": repr(model.transformer)[:200]}
     info["params"] = sum(p.numel() for p in model.parameters())
     info["rss_before_training_mb"] = rss_mb()
 
@@ -305,16 +339,16 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
     info.update(history)
     info["epochs_done"] = endless.epochs  # type: ignore[attr-defined]
 
-    def translate_all(sources: list[str]) -> list[str]:
+    def translate_all(sources: list[str], beam: int = 1) -> list[str]:
         out: list[str] = []
         for i in range(0, len(sources), 128):
             ids = [src_vocab.encode(src_split(s))[: max_len - 1] + [src_vocab.eos] for s in sources[i:i + 128]]
             width = max(len(x) for x in ids)
             src = torch.tensor([x + [src_vocab.pad] * (width - len(x)) for x in ids])
             lens = torch.tensor([len(x) for x in ids])
-            if run.beam > 1:
+            if beam > 1:
                 seqs = [h[0][0] for h in beam_search_batch(
-                    model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, beam_size=run.beam,
+                    model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos, beam_size=beam,
                     max_len=max_len, length_penalty=run.length_penalty, n_best=1)]
             else:
                 seqs = greedy_decode(model, src, lens, bos_id=tgt_vocab.bos, eos_id=tgt_vocab.eos,
@@ -323,6 +357,78 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
         return out
 
     return info, translate_all
+
+
+def torch_transformer(src_vocab_size: int, tgt_vocab_size: int, run: Run, max_len: int):
+    """PyTorch's ``nn.Transformer`` as its own translation tutorial wires it: the baseline a
+    practitioner would write instead of ``course_lib``.
+
+    As in PyTorch's "Language Translation with nn.Transformer" tutorial: two
+    ``nn.Embedding`` layers scaled by sqrt(E), sinusoidal positions plus dropout,
+    ``nn.Transformer`` (post-norm, with its final encoder and decoder LayerNorms;
+    ``batch_first``), a Linear generator, Xavier-uniform initialisation of every matrix.
+    Training takes PyTorch's own fused attention path. For :mod:`course_lib.decoding` it
+    has ``encode`` / ``decode_step`` / ``reorder_state``; ``decode_step`` re-runs the
+    decoder on the whole prefix (the stock module has no key/value cache), which costs
+    decoding time, not training time, and gives the same outputs as a cache would.
+    """
+    import torch
+    from torch import nn
+
+    E = run.d_model
+
+    def causal(n: int) -> torch.Tensor:
+        return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)  # True = may not attend
+
+    class TorchSeq2Seq(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.src_embedding = nn.Embedding(src_vocab_size, E)
+            self.tgt_embedding = nn.Embedding(tgt_vocab_size, E)
+            pos = torch.arange(max_len).unsqueeze(1)
+            den = torch.exp(-torch.arange(0, E, 2) * math.log(10000.0) / E)
+            pe = torch.zeros(max_len, E)
+            pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * den), torch.cos(pos * den)
+            self.register_buffer("pe", pe)
+            self.dropout = nn.Dropout(run.dropout)
+            self.transformer = nn.Transformer(E, run.num_heads, run.num_layers, run.num_layers, run.d_ff,
+                                              run.dropout, batch_first=True)
+            self.generator = nn.Linear(E, tgt_vocab_size)
+            for p in self.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+
+        def embed(self, embedding, tokens):
+            return self.dropout(embedding(tokens) * math.sqrt(E) + self.pe[: tokens.shape[1]])
+
+        def encode_memory(self, src, src_valid_lens):
+            padding = torch.arange(src.shape[1])[None, :] >= src_valid_lens[:, None]  # True = padding
+            return self.transformer.encoder(self.embed(self.src_embedding, src),
+                                            src_key_padding_mask=padding), padding
+
+        def run_decoder(self, tgt_in, memory, padding):
+            n = tgt_in.shape[1]
+            return self.generator(self.transformer.decoder(
+                self.embed(self.tgt_embedding, tgt_in), memory, tgt_mask=causal(n), tgt_is_causal=True,
+                memory_key_padding_mask=padding))
+
+        def forward(self, src, src_valid_lens, tgt_in):
+            memory, padding = self.encode_memory(src, src_valid_lens)
+            return self.run_decoder(tgt_in, memory, padding)
+
+        def encode(self, src, src_valid_lens):
+            memory, padding = self.encode_memory(src, src_valid_lens)
+            return memory, padding, src.new_zeros((src.shape[0], 0))
+
+        def decode_step(self, prev_tokens, state):
+            memory, padding, prefix = state
+            prefix = torch.cat([prefix, prev_tokens[:, None]], dim=1)
+            return self.run_decoder(prefix, memory, padding)[:, -1], (memory, padding, prefix)
+
+        def reorder_state(self, state, index):
+            return tuple(t.index_select(0, index) for t in state)
+
+    return TorchSeq2Seq()
 
 
 # --------------------------------------------------------------------------- d2l runs
@@ -478,8 +584,10 @@ def run_d2l(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
     info.update(history)
     info["epochs_done"] = endless.epochs  # type: ignore[attr-defined]
 
-    def translate_all(sources: list[str]) -> list[str]:
+    def translate_all(sources: list[str], beam: int = 1) -> list[str]:
         from course_lib.data import detokenize
+
+        assert beam == 1, "d2l's models decode greedily (the book has no beam search)"
 
         out: list[str] = []
         eos = tgt_vocab["<eos>"]
@@ -503,55 +611,38 @@ def run_d2l(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
 # --------------------------------------------------------------------------- scoring
 
 
-def evaluate(translate_all, test: list[tuple[str, str]], args) -> dict[str, Any]:
-    import sacrebleu
+def evaluate(translate_all, pairs: list[tuple[str, str]], beam: int) -> dict[str, Any]:
+    """Translate the distinct sources of ``pairs`` once and score the outputs.
 
+    sacreBLEU through :func:`course_lib.metrics.sacrebleu_scores`: an unknown-word marker
+    counts as one wrong token for every system; ``single`` is each pair against its own
+    reference (the headline), ``multi`` each source against all its references. The
+    own-token and D2L figures are computed on the same marked outputs.
+    """
     from course_lib.data import tokenize
-    from course_lib.metrics import corpus_bleu, sentence_bleu_d2l_mean
+    from course_lib.metrics import corpus_bleu, mark_unknown_words, sacrebleu_scores, sentence_bleu_d2l_mean
 
     refs_by_src: dict[str, list[str]] = {}
-    for en, fr in test:
+    for en, fr in pairs:
         refs_by_src.setdefault(en, []).append(fr)
     sources = list(refs_by_src)
     cpu0 = cpu_seconds()
-    hyps = translate_all(sources)
+    hyps = translate_all(sources, beam)
     decode_cpu = cpu_seconds() - cpu0
-    refs = [refs_by_src[s] for s in sources]
-    width = max(len(r) for r in refs)
-    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
-    metric = sacrebleu.BLEU(lowercase=True)
-    sacre = metric.corpus_score(hyps, streams)
-    own = corpus_bleu([tokenize(h) for h in hyps], [[tokenize(x) for x in r] for r in refs])
     hyp_of = dict(zip(sources, hyps))
-    d2l_bleu = sentence_bleu_d2l_mean([tokenize(hyp_of[en]) for en, _ in test],
-                                      [tokenize(fr) for _, fr in test], k=2)
-    # Length buckets chosen from the data: source-length quartiles, in words.
-    lengths = sorted(len(tokenize(s)) for s in sources)
-    cuts = sorted({lengths[int(q * (len(lengths) - 1))] for q in (0.25, 0.5, 0.75)})
-    edges = [lengths[0]] + [c + 1 for c in cuts if lengths[0] <= c < lengths[-1]] + [lengths[-1] + 1]
-    buckets = {}
-    for lo, hi in zip(edges, edges[1:]):
-        idx = [i for i, s in enumerate(sources) if lo <= len(tokenize(s)) < hi]
-        if idx:
-            key = f"{lo}-{hi - 1}" if hi - 1 > lo else f"{lo}"
-            b_streams = [[refs[i][j] if j < len(refs[i]) else None for i in idx] for j in range(width)]
-            buckets[key] = {"n": len(idx), "sacrebleu": sacrebleu.corpus_bleu(
-                [hyps[i] for i in idx], b_streams, lowercase=True).score}
+    scores = sacrebleu_scores(hyp_of, pairs)
+    marked = {s: mark_unknown_words(h) for s, h in hyp_of.items()}
+    own = corpus_bleu([tokenize(marked[s]) for s in sources], [[tokenize(x) for x in refs_by_src[s]] for s in sources])
+    d2l_bleu = sentence_bleu_d2l_mean([tokenize(marked[en]) for en, _ in pairs], [tokenize(fr) for _, fr in pairs],
+                                      k=2)
     shown = sorted(sources, key=lambda s: (len(tokenize(s)), s))
     picks = [shown[len(shown) // 2], shown[-3], shown[-2], shown[-1]]
-    return {
-        "sacrebleu": sacre.score,
-        "sacrebleu_signature": str(metric.get_signature()),
-        "own_token_bleu": own,
-        "d2l_bleu_k2": d2l_bleu,
-        "decode_cpu_seconds": decode_cpu,
-        "test_sources": len(sources),
-        "buckets": buckets,
-        "examples": [{"src": s, "ref": refs_by_src[s][0], "hyp": hyp_of[s]} for s in picks],
-    }
+    return {**scores, "own_token_bleu": own, "d2l_bleu_k2": d2l_bleu, "decode_cpu_seconds": decode_cpu,
+            "examples": [{"src": s, "ref": refs_by_src[s][0], "hyp": hyp_of[s]} for s in picks]}
 
 
 def run_worker(name: str, args: argparse.Namespace) -> dict:
+    """Train one run and score it on validation and test, greedy (and beam when the run has one)."""
     import torch
 
     from course_lib.training import set_seed
@@ -559,12 +650,21 @@ def run_worker(name: str, args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     set_seed(args.seed)
     run = RUNS[name]
-    train, test, desc = load_data(args)
+    train, valid, test, desc = load_data(args)
     worker = run_d2l if run.family == "d2l" else run_course
     info, translate_all = worker(name, run, train, test, args)
     result = {"run": name, "label": label_of(name), "data": desc, "settings": asdict(run),
-              "threads": torch.get_num_threads(), **info}
-    result.update(evaluate(translate_all, test, args))
+              "threads": torch.get_num_threads(), "seed": args.seed, "split_seed": args.split_seed,
+              "cpu_budget": args.cpu_seconds, **info}
+    decodings = {"greedy": 1, **({f"beam{run.beam}": run.beam} if run.beam > 1 and not args.greedy_only else {})}
+    result["scores"] = {split: {dec: evaluate(translate_all, pairs, beam) for dec, beam in decodings.items()}
+                        for split, pairs in (("valid", valid), ("test", test)) if pairs}
+    greedy = result["scores"]["test"]["greedy"]
+    result.update(sacrebleu=greedy["single"], sacrebleu_multi=greedy["multi"],
+                  own_token_bleu=greedy["own_token_bleu"], d2l_bleu_k2=greedy["d2l_bleu_k2"],
+                  sacrebleu_signature=greedy["single_signature"],
+                  sacrebleu_multi_signature=greedy["multi_signature"], examples=greedy["examples"],
+                  test_sources=greedy["n_sources"])
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return result
 
@@ -572,23 +672,84 @@ def run_worker(name: str, args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- driver
 
 
+def score_rows(results: list[dict]):
+    """One row per (run, decoding): the result and its scores on each split."""
+    for r in results:
+        for dec in r["scores"]["test"]:
+            yield r, dec, {split: r["scores"][split][dec] for split in r["scores"]}
+
+
 def markdown(results: list[dict]) -> str:
     lines = [
-        "| run | params | steps | train CPU s | peak RSS MB (before training) | sacreBLEU | own-token BLEU | D2L BLEU k=2 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | decoding | seed | params | steps | train CPU s | peak RSS MB | valid sacreBLEU | "
+        "test sacreBLEU 1 ref | test sacreBLEU multi-ref | <unk> outputs (test) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
+    for r, dec, sc in score_rows(results):
+        valid = f"{sc['valid']['single']:.1f}" if "valid" in sc else "-"
         lines.append(
-            f"| {r['label']} | {r['params']:,} | {r['steps']:,} | {r['train_cpu_seconds']:.0f} | "
-            f"{r['peak_rss_mb']:.0f} ({r['rss_before_training_mb']:.0f}) | {r['sacrebleu']:.1f} | "
-            f"{r['own_token_bleu']:.1f} | {r['d2l_bleu_k2']:.3f} |")
-    keys = list(results[0]["buckets"])
-    lines += ["", "sacreBLEU by source length in words (buckets: quartiles of the test sources):", "",
-              "| run | " + " | ".join(f"{k} (n={results[0]['buckets'][k]['n']})" for k in keys) + " |",
-              "|---|" + "---:|" * len(keys)]
-    for r in results:
-        lines.append(f"| {r['label']} | " + " | ".join(
-            f"{r['buckets'][k]['sacrebleu']:.1f}" if k in r["buckets"] else "-" for k in keys) + " |")
+            f"| {r['label']} | {dec} | {r['seed']} | {r['params']:,} | {r['steps']:,} | "
+            f"{r['train_cpu_seconds']:.0f} | {r['peak_rss_mb']:.0f} | {valid} | {sc['test']['single']:.1f} | "
+            f"{sc['test']['multi']:.1f} | {sc['test']['unk_outputs']} / {sc['test']['n_sources']} |")
+    return "\n".join(lines)
+
+
+def summarize(paths: list[str], reference: str = "d2l-transformer") -> str:
+    """Mean and range over seeds of every (run, decoding, budget) in the JSON files, and
+    the ratio of each run's test sacreBLEU (single reference, greedy) to ``reference``'s."""
+    from statistics import mean
+
+    results = []
+    for path in paths:
+        results += json.loads(Path(path).read_text(encoding="utf-8"))
+    groups: dict[tuple, list] = {}
+    for r, dec, sc in score_rows(results):
+        groups.setdefault((r["cpu_budget"], r["run"], dec), []).append((r, sc))
+    order = list(RUNS)
+
+    def rng(xs: list[float], fmt: str = "{:.1f}") -> str:
+        m = mean(xs)
+        return (fmt.format(m) + (f" ({fmt.format(min(xs))}-{fmt.format(max(xs))})" if len(xs) > 1 else ""))
+
+    lines = ["| budget CPU s | run | decoding | seeds | steps | valid sacreBLEU 1 ref | test sacreBLEU 1 ref | "
+             "test sacreBLEU multi-ref | <unk> outputs (test, of sources) |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted(groups, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 99, k[2] != "greedy")):
+        rows = groups[key]
+        seeds = sorted(r["seed"] for r, _ in rows)
+        valid = [sc["valid"]["single"] for _, sc in rows if "valid" in sc]
+        lines.append(
+            f"| {key[0]:g} | {label_of(key[1])} | {key[2]} | {','.join(map(str, seeds))} | "
+            f"{rng([r['steps'] for r, _ in rows], '{:,.0f}')} | {rng(valid) if valid else '-'} | "
+            f"{rng([sc['test']['single'] for _, sc in rows])} | {rng([sc['test']['multi'] for _, sc in rows])} | "
+            f"{rng([sc['test']['unk_outputs'] for _, sc in rows], '{:.0f}')} / {rows[0][1]['test']['n_sources']} |")
+    def ratios(base_run: str, title: str, only: tuple[str, ...] = ()) -> None:
+        nonlocal lines
+        lines += ["", title, "", "| budget CPU s | run | ratio of means | per-seed ratios (same seed) |",
+                  "|---:|---|---:|---:|"]
+        for budget in sorted({k[0] for k in groups}):
+            if (budget, base_run, "greedy") not in groups:
+                continue
+            for key in sorted(groups, key=lambda k: (order.index(k[1]) if k[1] in order else 99, k[2] != "greedy")):
+                ref = groups[(budget, base_run, "greedy")]
+                against = "greedy"
+                if (budget, base_run, key[2]) in groups:  # like for like: the same decoding when the base has it
+                    ref, against = groups[(budget, base_run, key[2])], key[2]
+                base = mean(sc["test"]["single"] for _, sc in ref)
+                base_by_seed = {r["seed"]: sc["test"]["single"] for r, sc in ref}
+                if key[0] == budget and key[1] != base_run and (not only or key[1] in only):
+                    m = mean(sc["test"]["single"] for _, sc in groups[key])
+                    per = [sc["test"]["single"] / base_by_seed[r["seed"]] for r, sc in groups[key]
+                           if r["seed"] in base_by_seed]
+                    span = f"{min(per):.2f}-{max(per):.2f} ({len(per)})" if per else "-"
+                    lines.append(f"| {budget:g} | {label_of(key[1])} ({key[2]}) against {against} | {m / base:.2f}x | "
+                                 f"{span} |")
+
+    ratios(reference, f"Test sacreBLEU (1 ref) over {label_of(reference)}'s, same budget:")
+    ratios("torch-recipe", f"Test sacreBLEU (1 ref) over {label_of('torch-recipe')}'s, same budget and decoding:",
+           only=("recipe",))
+    sig = next(iter(groups.values()))[0][1]["test"]
+    lines += ["", f"signatures: 1 ref `{sig['single_signature']}`; multi-ref `{sig['multi_signature']}`"]
     return "\n".join(lines)
 
 
@@ -599,13 +760,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma-separated runs: " + ", ".join(RUNS))
     p.add_argument("--data", default=os.environ.get("COURSE_FRA_ENG") or str(DEFAULT_DATA),
                    help="fra-eng.zip or fra.txt (default $COURSE_FRA_ENG or ../shared/data/fra-eng.zip)")
-    p.add_argument("--lines", type=int, default=21000, help="read the first N pairs (0: the whole file)")
+    p.add_argument("--lines", type=int, default=22000, help="read the first N pairs (0: the whole file)")
+    p.add_argument("--n-valid", type=int, default=1000, help="validation pairs held out (for every choice)")
     p.add_argument("--n-test", type=int, default=1000, help="test pairs held out (English never in training)")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the train/valid/test split (kept fixed)")
     p.add_argument("--cpu-seconds", type=float, default=60.0, help="training CPU-time budget per run")
     p.add_argument("--max-steps", type=int, default=0, help="stop earlier after this many steps (0: no limit)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     p.add_argument("--max-len", type=int, default=40, help="course_lib runs: cap on source/target tokens")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation and data order")
+    p.add_argument("--summarize", nargs="+", metavar="JSON",
+                   help="print mean and range over seeds (and ratios to d2l's book Transformer) from --json files")
+    p.add_argument("--greedy-only", action="store_true",
+                   help="decode greedily only, also for runs with a beam (saves decoding time)")
     p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -614,6 +781,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.summarize:
+        print(summarize(args.summarize))
+        return
     if args.worker:
         print("RESULT " + json.dumps(run_worker(args.worker, args)), flush=True)
         return
@@ -642,15 +812,21 @@ def main(argv: list[str] | None = None) -> None:
         results.append(r)
         print(f"{r['label']:40s} {r['params']:>9,} params, {r['steps']:>6,} steps in {r['train_cpu_seconds']:.0f} "
               f"CPU s ({r['train_wall_seconds']:.0f} s wall, {r['epochs_done']} epochs), peak RSS "
-              f"{r['peak_rss_mb']:.0f} MB, vocab {r['src_vocab']}/{r['tgt_vocab']}: sacreBLEU {r['sacrebleu']:.1f}, "
-              f"own-token BLEU {r['own_token_bleu']:.1f}, D2L BLEU {r['d2l_bleu_k2']:.3f}", flush=True)
+              f"{r['peak_rss_mb']:.0f} MB, vocab {r['src_vocab']}/{r['tgt_vocab']}", flush=True)
+        for split, by_dec in r["scores"].items():
+            for dec, sc in by_dec.items():
+                print(f"    {split:5s} {dec:6s} sacreBLEU 1 ref {sc['single']:.1f}, multi-ref {sc['multi']:.1f}, "
+                      f"own-token BLEU {sc['own_token_bleu']:.1f}, D2L BLEU {sc['d2l_bleu_k2']:.3f}, "
+                      f"<unk> in {sc['unk_outputs']}/{sc['n_sources']} outputs, decoding {sc['decode_cpu_seconds']:.1f} "
+                      "CPU s", flush=True)
         for ex in r["examples"]:
             print(f"    {ex['src']}  ->  {ex['hyp']}   (ref: {ex['ref']})", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
     if not results:
         raise SystemExit("every run failed")
-    print(f"\ndata: {results[0]['data']}\nsacreBLEU signature: {results[0]['sacrebleu_signature']}\n")
+    print(f"\ndata: {results[0]['data']}\nsacreBLEU signatures: 1 ref {results[0]['sacrebleu_signature']}; "
+          f"multi-ref {results[0]['sacrebleu_multi_signature']}\n")
     print(markdown(results))
 
 

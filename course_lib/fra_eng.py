@@ -25,11 +25,12 @@ import hashlib
 import os
 import random
 import tempfile
+import unicodedata
 import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from course_lib.data import TranslationSplits, tokenize
@@ -48,6 +49,7 @@ __all__ = [
     "download_fra_eng",
     "read_fra_eng",
     "normalize_source",
+    "near_duplicate_key",
     "split_pairs",
 ]
 
@@ -368,6 +370,21 @@ def normalize_source(sentence: str) -> str:
     return " ".join(tokenize(sentence))
 
 
+def near_duplicate_key(sentence: str) -> str:
+    """A coarser key than :func:`normalize_source`: case *and punctuation* ignored.
+
+    ``"Go."``, ``"Go!"`` and ``"go ?"`` get the same key (``"go"``), so sentences that
+    differ only in punctuation or case are one sentence. Every Unicode punctuation
+    character (categories ``P*``: the apostrophe too, so ``"Tom's"`` -> ``"tom s"``)
+    becomes a space, then runs of whitespace become one space. Pass it as
+    ``split_pairs(..., key=near_duplicate_key)`` so that such near-duplicates never
+    straddle two splits.
+    """
+    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch
+                   for ch in unicodedata.normalize("NFKC", sentence).lower())
+    return " ".join(text.split())
+
+
 def split_pairs(
     pairs: Sequence[tuple[str, str]],
     n_valid: int,
@@ -375,6 +392,7 @@ def split_pairs(
     seed: int = 0,
     *,
     always_test: Sequence[str] = (),
+    key: Callable[[str], str] = normalize_source,
 ) -> TranslationSplits:
     """Split pairs into exactly ``n_valid`` and ``n_test`` pairs, no source in two splits.
 
@@ -383,8 +401,11 @@ def split_pairs(
 
     Tatoeba lists several translations of one English sentence on separate lines
     ("Go." -> "Va !", "Marche.", "En route !"). Pairs are grouped by their normalized
-    source (``normalize_source``) and a group is never divided, so a test sentence is
-    never a training sentence and its translations form a multi-reference set. Groups are
+    source (``key``, by default ``normalize_source``) and a group is never divided, so a
+    test sentence is never a training sentence and its translations form a
+    multi-reference set. With ``key=near_duplicate_key`` sentences that differ only in
+    punctuation or case ("Go." / "Go!") are one group too, so such near-duplicates stay
+    on one side (the default key keeps them apart, as earlier versions did). Groups are
     taken in a shuffled order; one that would overshoot the requested size is skipped
     (left for the next split), so the sizes come out exact.
 
@@ -396,6 +417,8 @@ def split_pairs(
         always_test: source sentences to put in the test split whatever the shuffle
             (e.g. the sentences a lesson translates as a demo); all their pairs go to
             test and count towards ``n_test``.
+        key: maps a source sentence to its group key (default :func:`normalize_source`;
+            :func:`near_duplicate_key` also ignores punctuation).
 
     Returns:
         ``TranslationSplits`` with ``len(test) == n_test``, ``len(valid) == n_valid``.
@@ -411,9 +434,9 @@ def split_pairs(
         raise ValueError("no pairs to split")
     groups: dict[str, list[tuple[str, str]]] = {}
     for src, tgt in pairs:
-        groups.setdefault(normalize_source(src), []).append((src, tgt))
+        groups.setdefault(key(src), []).append((src, tgt))
     keys = list(groups)  # first-appearance order: deterministic
-    forced = list(dict.fromkeys(normalize_source(s) for s in always_test))
+    forced = list(dict.fromkeys(key(s) for s in always_test))
     missing = [s for s in forced if s not in groups]
     if missing:
         raise ValueError(f"always_test sentences not found in pairs: {missing[:5]}")

@@ -27,16 +27,32 @@ is *not* sacreBLEU's standard score, the one to compare with published figures (
 defaults (13a tokenizer, case-sensitive; print ``sacrebleu.BLEU().get_signature()``).
 :func:`corpus_bleu` gives sacrebleu's number only in one configuration: the same tokens,
 space-joined, with ``tokenize='none'`` and the same smoothing.
+
+For sacreBLEU on readable text, :func:`sacrebleu_scores` scores every system the same
+way: an unknown-word marker such as ``<unk>`` counts as *one* wrong token
+(:func:`mark_unknown_words`; sacreBLEU's 13a tokenizer would otherwise split ``<unk>`` into
+three tokens ``< unk >`` that can never match, a penalty only word-vocabulary systems
+pay), and it reports single-reference BLEU (each test pair against its own reference,
+the standard setting) beside multi-reference BLEU (each distinct source against all its
+references), each with its signature.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-__all__ = ["bleu", "corpus_bleu", "sentence_bleu_d2l_mean", "ngram_counts"]
+__all__ = ["bleu", "corpus_bleu", "sentence_bleu_d2l_mean", "ngram_counts", "UNK_MARKERS",
+           "UNSCORED_TOKEN", "mark_unknown_words", "sacrebleu_scores"]
+
+#: Unknown-word markers that systems print (d2l's and the course's word vocabularies).
+UNK_MARKERS: tuple[str, ...] = ("<unk>",)
+#: What :func:`mark_unknown_words` puts in their place: U+2047 DOUBLE QUESTION MARK, a
+#: single token for sacreBLEU's 13a tokenizer (it splits ASCII punctuation only) that no
+#: French reference contains, so it counts as one token and never matches.
+UNSCORED_TOKEN = "\u2047"
 
 SmoothMethod = Literal["none", "exp", "floor", "add-k"]
 
@@ -236,3 +252,86 @@ def corpus_bleu(
     if len(log_precisions) < eff_order:
         return 0.0  # an order with no n-grams at all counts as precision 0
     return 100.0 * bp * math.exp(sum(log_precisions[:eff_order]) / eff_order)
+
+
+def mark_unknown_words(text: str, markers: Sequence[str] = UNK_MARKERS, token: str = UNSCORED_TOKEN) -> str:
+    """Replace every unknown-word marker in a hypothesis by one token that matches nothing.
+
+    Each occurrence of a marker becomes ``token`` surrounded by spaces (then runs of
+    spaces collapse), so ``"ils sont <unk>."`` -> ``"ils sont \u2047 ."``: sacreBLEU's 13a
+    tokenizer sees one wrong word where it would see ``< unk >``, three tokens. Text
+    without a marker is returned unchanged.
+
+    Args:
+        text: one detokenised hypothesis.
+        markers: the strings a system prints for a word it cannot produce.
+        token: the replacement; one 13a token that never occurs in a reference.
+
+    Returns:
+        The hypothesis, ready for sacreBLEU.
+    """
+    if not any(m in text for m in markers):
+        return text
+    for m in markers:
+        text = text.replace(m, f" {token} ")
+    return " ".join(text.split())
+
+
+def sacrebleu_scores(
+    hyp_of: Mapping[str, str],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    lowercase: bool = True,
+    markers: Sequence[str] = UNK_MARKERS,
+) -> dict[str, Any]:
+    """Single- and multi-reference sacreBLEU of one system on a test set, scored fairly.
+
+    Args:
+        hyp_of: the system's translation of every distinct source of ``pairs``.
+        pairs: ``(source, reference)`` test pairs; a source with several translations
+            appears in several pairs.
+        lowercase: sacreBLEU's ``lowercase`` (the course's models output lower case).
+        markers: unknown-word markers, each scored as one wrong token
+            (:func:`mark_unknown_words`), whichever system printed it.
+
+    Returns:
+        ``single`` (corpus BLEU over the pairs, each hypothesis against its pair's own
+        reference: a source with k translations counts k times; the standard setting,
+        comparable with published numbers), ``multi`` (over the distinct sources, each
+        against all its references), their sacreBLEU ``*_signature`` strings, and
+        ``n_pairs``, ``n_sources``, ``unk_outputs`` (how many distinct outputs held a
+        marker).
+
+    Raises:
+        ValueError: a source of ``pairs`` has no hypothesis, or a reference contains
+            :data:`UNSCORED_TOKEN` (it would then match).
+    """
+    import sacrebleu
+
+    missing = [src for src, _ in pairs if src not in hyp_of]
+    if missing:
+        raise ValueError(f"no hypothesis for {len(missing)} source(s), e.g. {missing[0]!r}")
+    if any(UNSCORED_TOKEN in ref for _, ref in pairs):
+        raise ValueError(f"a reference contains {UNSCORED_TOKEN!r}; pick another UNSCORED_TOKEN")
+    refs_by_src: dict[str, list[str]] = {}
+    for src, ref in pairs:
+        refs_by_src.setdefault(src, []).append(ref)
+    hyps = {src: mark_unknown_words(hyp_of[src], markers) for src in refs_by_src}
+    single = sacrebleu.BLEU(lowercase=lowercase)
+    single_score = single.corpus_score([hyps[src] for src, _ in pairs], [[ref for _, ref in pairs]])
+    sources = list(refs_by_src)
+    width = max(len(r) for r in refs_by_src.values())
+    # One stream per reference rank; None where a source has fewer references (sacreBLEU's
+    # way of scoring a variable number of references, signature "nrefs:var").
+    streams = [[refs_by_src[s][i] if i < len(refs_by_src[s]) else None for s in sources] for i in range(width)]
+    multi = sacrebleu.BLEU(lowercase=lowercase)
+    multi_score = multi.corpus_score([hyps[s] for s in sources], streams)  # type: ignore[arg-type]
+    return {
+        "single": single_score.score,
+        "single_signature": str(single.get_signature()),
+        "multi": multi_score.score,
+        "multi_signature": str(multi.get_signature()),
+        "n_pairs": len(pairs),
+        "n_sources": len(sources),
+        "unk_outputs": sum(any(m in hyp_of[s] for m in markers) for s in sources),
+    }

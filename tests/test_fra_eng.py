@@ -23,6 +23,7 @@ from course_lib.fra_eng import (
     DownloadError,
     download_fra_eng,
     find_fra_member,
+    near_duplicate_key,
     normalize_source,
     read_fra_eng,
     split_pairs,
@@ -341,3 +342,34 @@ def test_split_pairs_errors():
         split_pairs(pairs, 1, 3, always_test=["Go.", "I lost."])
     with pytest.raises(ValueError, match="no pairs"):
         split_pairs([], 1, 1)
+
+
+def test_near_duplicate_key_ignores_case_and_punctuation_only():
+    assert near_duplicate_key("Go.") == near_duplicate_key("go !") == near_duplicate_key("GO?") == "go"
+    assert near_duplicate_key("Tom's here, isn't he?") == "tom s here isn t he"
+    assert near_duplicate_key("Go.") != near_duplicate_key("Go away.")
+    assert normalize_source("Go.") != normalize_source("Go!")  # the default key keeps them apart
+
+
+def _near_duplicate_pairs() -> list[tuple[str, str]]:
+    pairs = [(f"Sentence number {i}.", f"Phrase numéro {i}.") for i in range(40)]
+    for i in range(20):  # near-duplicates: the same words, another punctuation or case
+        pairs += [(f"Come here {i}.", f"Viens ici {i}."), (f"Come here {i}!", f"Viens ici {i} !"),
+                  (f"come here {i}?", f"Viens ici {i} ?")]
+    return pairs
+
+
+def test_split_pairs_keeps_near_duplicates_on_one_side_with_near_duplicate_key():
+    pairs = _near_duplicate_pairs()
+
+    def straddles(s) -> bool:
+        keys = [{near_duplicate_key(src) for src, _ in part} for part in (s.train, s.valid, s.test)]
+        return bool(keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2])
+
+    for seed in range(10):
+        s = split_pairs(pairs, n_valid=12, n_test=12, seed=seed, key=near_duplicate_key)
+        assert (len(s.valid), len(s.test)) == (12, 12)
+        assert not straddles(s)
+        assert sorted(s.train + s.valid + s.test) == sorted(pairs)
+    # The default key (case only) does split them: the test above has teeth.
+    assert any(straddles(split_pairs(pairs, 12, 12, seed=seed)) for seed in range(10))

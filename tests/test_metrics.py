@@ -9,7 +9,15 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
 
-from course_lib.metrics import bleu, corpus_bleu, ngram_counts, sentence_bleu_d2l_mean
+from course_lib.metrics import (
+    UNSCORED_TOKEN,
+    bleu,
+    corpus_bleu,
+    mark_unknown_words,
+    ngram_counts,
+    sacrebleu_scores,
+    sentence_bleu_d2l_mean,
+)
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +179,58 @@ def test_course_bleu_is_not_standard_sacrebleu() -> None:
     standard = metric.corpus_score([detokenize(h) for h in hyps], [raw_refs]).score
     assert "|case:mixed|eff:no|tok:13a|smooth:exp|" in str(metric.get_signature())
     assert standard < course - 5  # capitals in the references and 13a's whole "qu'elle" cost points
+
+
+# --------------------------------------------------------------------------- fair sacreBLEU
+
+
+REF_A = "le chat est assis sur le tapis rouge ."
+REF_B = "nous avons mangé une pomme verte hier soir ."
+
+
+def test_mark_unknown_words_makes_each_marker_one_token():
+    assert mark_unknown_words("ils sont <unk>.") == f"ils sont {UNSCORED_TOKEN} ."
+    assert mark_unknown_words("<unk><unk> chat") == f"{UNSCORED_TOKEN} {UNSCORED_TOKEN} chat"
+    assert mark_unknown_words("rien à changer  ici") == "rien à changer  ici"  # untouched without a marker
+    tok = sacrebleu.BLEU().tokenizer  # 13a
+    assert tok(mark_unknown_words("il est <unk> .")).split() == ["il", "est", UNSCORED_TOKEN, "."]
+    assert tok("il est <unk> .").split() == ["il", "est", "<", "unk", ">", "."]  # what the rule avoids
+
+
+def test_a_system_that_outputs_unk_is_scored_as_one_wrong_token():
+    pairs = [("The cat sits on the red mat.", REF_A), ("We ate a green apple last night.", REF_B)]
+    hyp_unk = {pairs[0][0]: "le chat est <unk> sur le tapis rouge .", pairs[1][0]: REF_B}
+    # The same output with an ordinary wrong word in place of <unk>: one token, no match.
+    hyp_word = {pairs[0][0]: "le chat est couché sur le tapis rouge .", pairs[1][0]: REF_B}
+    refs = [[REF_A, REF_B]]
+    expected = sacrebleu.corpus_bleu(list(hyp_word.values()), refs, lowercase=True).score
+    three_tokens = sacrebleu.corpus_bleu(list(hyp_unk.values()), refs, lowercase=True).score
+    assert three_tokens < expected - 1  # sacreBLEU on the raw text would penalise <unk> more
+    got = sacrebleu_scores(hyp_unk, pairs)
+    assert got["single"] == pytest.approx(expected)
+    assert got["multi"] == pytest.approx(expected)  # one reference each: both settings agree
+    assert got["unk_outputs"] == 1 and got["n_pairs"] == 2 and got["n_sources"] == 2
+    assert sacrebleu_scores(hyp_word, pairs)["single"] == pytest.approx(expected)
+
+
+def test_single_reference_scores_each_pair_against_its_own_reference():
+    # One source with two translations: outputting the first one is perfect against all
+    # references (multi) but only half right pair by pair (single).
+    alt = "hier soir nous avons mangé une pomme verte ."
+    pairs = [("The cat sits on the red mat.", REF_A), ("We ate a green apple last night.", REF_B),
+             ("We ate a green apple last night.", alt)]
+    hyp_of = {src: ref for src, ref in reversed(pairs)}  # the first reference of each source
+    got = sacrebleu_scores(hyp_of, pairs)
+    assert got["multi"] == pytest.approx(100.0)
+    single = sacrebleu.corpus_bleu([REF_A, REF_B, REF_B], [[REF_A, REF_B, alt]], lowercase=True).score
+    assert got["single"] == pytest.approx(single) and got["single"] < 90
+    assert got["single_signature"].startswith("nrefs:1|") and got["multi_signature"].startswith("nrefs:var|")
+    assert (got["n_pairs"], got["n_sources"]) == (3, 2)
+
+
+def test_sacrebleu_scores_errors():
+    pairs = [("A.", REF_A)]
+    with pytest.raises(ValueError, match="no hypothesis"):
+        sacrebleu_scores({}, pairs)
+    with pytest.raises(ValueError, match="reference contains"):
+        sacrebleu_scores({"A.": "x"}, [("A.", f"le {UNSCORED_TOKEN} .")])

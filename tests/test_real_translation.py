@@ -22,6 +22,7 @@ from course_lib.decoding import translate
 from course_lib.fra_eng import (
     FRA_TXT_SHA1,
     download_fra_eng,
+    near_duplicate_key,
     normalize_source,
     read_fra_eng,
     sha1_of,
@@ -93,7 +94,7 @@ def test_train_translate_and_score_a_small_slice(fra_txt):
     assert 0.0 <= score <= 100.0
 
 
-def test_the_benchmark_worker_runs_on_the_real_file():
+def _load_bench():
     path = ROOT / "benchmarks" / "bench_real_translation.py"
     spec = importlib.util.spec_from_file_location("bench_real_translation", path)
     assert spec is not None and spec.loader is not None
@@ -103,7 +104,24 @@ def test_the_benchmark_worker_runs_on_the_real_file():
         spec.loader.exec_module(bench)
     finally:
         del sys.modules[spec.name]
-    args = bench.parse_args(["--data", str(DATA), "--lines", "1500", "--n-test", "100",
+    return bench
+
+
+def test_the_benchmark_splits_keep_near_duplicates_on_one_side():
+    bench = _load_bench()
+    args = bench.parse_args(["--data", str(DATA), "--lines", "3000", "--n-valid", "200", "--n-test", "200"])
+    train, valid, test, desc = bench.load_data(args)
+    assert (len(train), len(valid), len(test)) == (2600, 200, 200)
+    keys = [{near_duplicate_key(en) for en, _ in part} for part in (train, valid, test)]
+    assert not (keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2])
+    # the split does not move with --seed (only the model's initialisation and data order do)
+    assert bench.load_data(bench.parse_args(["--data", str(DATA), "--lines", "3000", "--n-valid",
+                                             "200", "--n-test", "200", "--seed", "5"]))[2] == test
+
+
+def test_the_benchmark_worker_runs_on_the_real_file():
+    bench = _load_bench()
+    args = bench.parse_args(["--data", str(DATA), "--lines", "1500", "--n-valid", "100", "--n-test", "100",
                              "--max-steps", "5", "--cpu-seconds", "30"])
     threads = torch.get_num_threads()
     try:
@@ -111,7 +129,9 @@ def test_the_benchmark_worker_runs_on_the_real_file():
     finally:
         torch.set_num_threads(threads)
     assert result["steps"] == 5 and result["test_sources"] <= 100
-    assert "1400 training pairs, 100 test pairs" in result["data"]
-    for key in ("sacrebleu", "own_token_bleu", "d2l_bleu_k2", "peak_rss_mb", "params"):
+    assert "1300 training pairs, 100 validation pairs" in result["data"] and "100 test pairs" in result["data"]
+    assert set(result["scores"]) == {"valid", "test"} and set(result["scores"]["test"]) == {"greedy"}
+    for key in ("sacrebleu", "sacrebleu_multi", "own_token_bleu", "d2l_bleu_k2", "peak_rss_mb", "params"):
         assert result[key] >= 0
+    assert result["sacrebleu_signature"].startswith("nrefs:1|")
     assert result["examples"] and all(isinstance(e["hyp"], str) for e in result["examples"])

@@ -1,0 +1,54 @@
+"""The real-data benchmark's own pieces that need no data file: the nn.Transformer baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib.decoding import greedy_decode
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_bench():
+    path = ROOT / "benchmarks" / "bench_real_translation.py"
+    spec = importlib.util.spec_from_file_location("bench_real_translation", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    return bench
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+def test_torch_baseline_decodes_step_by_step_as_it_trains():
+    """decode_step gives the logits teacher forcing gives at the same position, padding is
+    ignored, and greedy decoding through course_lib.decoding works on it."""
+    bench = _load_bench()
+    run = bench.RUNS["torch-recipe"]
+    assert run.model == "torch-transformer" and run.tokens == "bpe" and run.beam > 1  # the whole recipe
+    torch.manual_seed(0)
+    model = bench.torch_transformer(11, 13, bench.replace(run, d_model=16, d_ff=32, num_heads=2), max_len=12).eval()
+    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
+    lens = torch.tensor([4, 3])
+    tgt_in = torch.tensor([[1, 4, 5, 6], [1, 7, 3, 3]])
+    with torch.no_grad():
+        full = model(src, lens, tgt_in)  # (B, L, V)
+        state = model.encode(src, lens)
+        for t in range(tgt_in.shape[1]):
+            logits, state = model.decode_step(tgt_in[:, t], state)
+            torch.testing.assert_close(logits, full[:, t], rtol=1e-4, atol=1e-5)
+        # the padded position of row 1 does not matter
+        other = model(torch.tensor([[5, 6, 7, 2], [8, 9, 2, 10]]), lens, tgt_in)
+        torch.testing.assert_close(other[1], full[1], rtol=1e-4, atol=1e-5)
+        reordered = model.reorder_state(state, torch.tensor([1, 1]))
+        assert torch.equal(reordered[2][0], state[2][1])
+    out = greedy_decode(model, src, lens, bos_id=1, eos_id=2, max_len=6)
+    assert len(out) == 2 and all(len(seq) <= 6 for seq in out)
