@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from _bench import load_benchmark
 import torch
 
 from course_lib.decoding import greedy_decode
@@ -15,16 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_bench():
-    path = ROOT / "benchmarks" / "bench_real_translation.py"
-    spec = importlib.util.spec_from_file_location("bench_real_translation", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        del sys.modules[spec.name]
-    return bench
+    return load_benchmark("bench_real_translation")
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")

@@ -8,12 +8,11 @@ small (about 2,000 pairs, a few dozen training steps) so it takes seconds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from _bench import load_benchmark
 import torch
 
 from course_lib.bpe import BPE
@@ -95,16 +94,7 @@ def test_train_translate_and_score_a_small_slice(fra_txt):
 
 
 def _load_bench():
-    path = ROOT / "benchmarks" / "bench_real_translation.py"
-    spec = importlib.util.spec_from_file_location("bench_real_translation", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        del sys.modules[spec.name]
-    return bench
+    return load_benchmark("bench_real_translation")
 
 
 def test_the_benchmark_splits_keep_near_duplicates_on_one_side():

@@ -12,23 +12,11 @@ of the solution). The solution's ``beam_search`` calls the learner's ``beam_step
 mistake in ``beam_step`` fails the search tests too.
 """
 
-import json
 from pathlib import Path
 
-_SOURCE = {
-    cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
-    for cell in json.loads((Path(__file__).parent / "beam.ipynb").read_text("utf-8"))["cells"]
-    if "nbgrader" in cell.get("metadata", {})
-}
+from grading_dev.testing import solution_editor
 
-
-def _edit(grade_id: str, *changes: tuple[str, str]) -> dict[str, str]:
-    source = _SOURCE[grade_id]
-    for old, new in changes:
-        if source.count(old) != 1:
-            raise ValueError(f"mistakes.py: {old!r} must occur exactly once in the solution cell {grade_id!r}")
-        source = source.replace(old, new)
-    return {grade_id: source}
+_edit = solution_editor(Path(__file__).parent / "beam.ipynb")
 
 
 _STEP_TESTS = ["test_beam_step_public", "test_beam_step"]

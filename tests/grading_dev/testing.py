@@ -15,6 +15,7 @@ import copy
 import importlib.util
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["variant", "write_notebook", "load_mistakes"]
@@ -75,3 +76,22 @@ def load_mistakes(assignment_dir: str | Path) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return dict(getattr(module, "MISTAKES", {}))
+
+
+def solution_editor(notebook: str | Path) -> Callable[..., dict[str, str]]:
+    """For a ``mistakes.py``: ``edit(grade_id, (old, new), ...)`` returns ``{grade_id: source}``,
+    the solution cell with each ``old`` (which must occur exactly once, so that a change to the
+    solution cannot silently turn a mistake into a copy of it) replaced by ``new``."""
+    sources = {cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
+               for cell in json.loads(Path(notebook).read_text("utf-8"))["cells"]
+               if "nbgrader" in cell.get("metadata", {})}
+
+    def edit(grade_id: str, *changes: tuple[str, str]) -> dict[str, str]:
+        source = sources[grade_id]
+        for old, new in changes:
+            if source.count(old) != 1:
+                raise ValueError(f"mistakes.py: {old!r} must occur exactly once in the solution cell {grade_id!r}")
+            source = source.replace(old, new)
+        return {grade_id: source}
+
+    return edit
