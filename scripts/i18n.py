@@ -79,6 +79,13 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
+def _markdown_cells(nb: dict):
+    """(index, cell, text) of every markdown cell with text: the cells a catalogue translates."""
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown" and _source(cell).strip():
+            yield i, cell, _source(cell)
+
+
 def read_notebook(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -93,12 +100,7 @@ def template(english: Path, root: Path = ROOT) -> list[polib.POEntry]:
     nb = read_notebook(english)
     rel = english.relative_to(root).as_posix()
     entries: dict[str, polib.POEntry] = {}
-    for i, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "markdown":
-            continue
-        text = _source(cell)
-        if not text.strip():
-            continue
+    for i, _cell, text in _markdown_cells(nb):
         where = (rel, str(i + 1))   # "path:N": the N-th cell, counted from 1 as JupyterLab shows them
         if text in entries:
             entries[text].occurrences.append(where)
@@ -143,42 +145,29 @@ def merge(old: polib.POFile, new_entries: list[polib.POEntry]) -> polib.POFile:
     """msgmerge: the catalogue for ``new_entries`` keeping every translation it can."""
     out = _new_catalogue()
     out.metadata.update({k: v for k, v in old.metadata.items() if k not in HEADER})
-    active = {e.msgid: e for e in old if not e.obsolete}
-    every = [e for e in old if e.msgstr]   # obsolete entries too: a cell that comes back
+    current = {e.msgid for e in new_entries}
+    # an active entry wins over an obsolete one with the same English (a cell that came back)
+    known = {e.msgid: e for e in sorted(old, key=lambda e: not e.obsolete)}
+    # old versions of changed cells: translated entries whose English is no longer current
+    candidates = [e for e in old if e.msgstr and e.msgid not in current]
     used: set[str] = set()
     for entry in new_entries:
-        prev = active.get(entry.msgid)
+        prev, fuzzy = known.get(entry.msgid), False
         if prev is None:
-            prev = next((e for e in old.obsolete_entries() if e.msgid == entry.msgid), None)
-        if prev is not None:
-            entry.msgstr = prev.msgstr
-            entry.flags = list(prev.flags)
-            entry.previous_msgid = prev.previous_msgid
-            entry.tcomment = prev.tcomment
-            used.add(prev.msgid)
-        else:
-            best, best_ratio = None, FUZZY_MIN_RATIO
-            for cand in every:
-                if cand.msgid in active and cand.msgid in {e.msgid for e in new_entries}:
-                    continue   # still in use as it is: not the old version of this cell
+            prev, best_ratio, fuzzy = None, FUZZY_MIN_RATIO, True
+            for cand in candidates:
                 m = difflib.SequenceMatcher(None, cand.msgid, entry.msgid, autojunk=False)
-                if m.real_quick_ratio() < best_ratio or m.quick_ratio() < best_ratio:
-                    continue
-                r = m.ratio()
-                if r >= best_ratio:
-                    best, best_ratio = cand, r
-            if best is not None:
-                entry.msgstr = best.msgstr
-                entry.flags = ["fuzzy"]
-                entry.previous_msgid = best.msgid
-                entry.tcomment = best.tcomment
-                used.add(best.msgid)
+                if m.real_quick_ratio() >= best_ratio and m.quick_ratio() >= best_ratio and m.ratio() >= best_ratio:
+                    prev, best_ratio = cand, m.ratio()
+        if prev is not None:
+            entry.msgstr, entry.tcomment = prev.msgstr, prev.tcomment
+            entry.flags = ["fuzzy"] if fuzzy else list(prev.flags)
+            entry.previous_msgid = prev.msgid if fuzzy else prev.previous_msgid
+            used.add(prev.msgid)
         out.append(entry)
-    current = {e.msgid for e in new_entries}
     for e in old:
         if e.msgstr and e.msgid not in current and e.msgid not in used:
-            gone = polib.POEntry(msgid=e.msgid, msgstr=e.msgstr, tcomment=e.tcomment, obsolete=True)
-            out.append(gone)
+            out.append(polib.POEntry(msgid=e.msgid, msgstr=e.msgstr, tcomment=e.tcomment, obsolete=True))
     return out
 
 
@@ -213,12 +202,7 @@ def build(doc: Document, allow_incomplete: bool = False, root: Path = ROOT) -> d
     table = {e.msgid: e for e in po if not e.obsolete}
     missing = []
     out = copy.deepcopy(nb)
-    for i, cell in enumerate(out["cells"]):
-        if cell["cell_type"] != "markdown":
-            continue
-        text = _source(cell)
-        if not text.strip():
-            continue
+    for i, cell, text in _markdown_cells(out):
         e = table.get(text)
         if e is None or not e.msgstr or "fuzzy" in e.flags:
             missing.append(f"cell {i + 1}")
@@ -439,10 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.command in ("export", "import"):
-        (doc,) = _selected([args.name])[:1] if len(_selected([args.name])) == 1 else (None,)
-        if doc is None:
-            raise SystemExit(f"{args.name!r} matches several notebooks: "
-                             + ", ".join(d.english.name for d in _selected([args.name])))
+        matches = _selected([args.name])
+        if len(matches) != 1:
+            raise SystemExit(f"{args.name!r} matches several notebooks: " + ", ".join(d.english.name for d in matches))
+        doc = matches[0]
         if args.command == "export":
             export_cells(doc, args.folder)
         else:
