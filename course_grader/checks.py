@@ -310,7 +310,11 @@ def as_number(answer: Any, *, name: str) -> float:
         raise CheckFailed(f"{name}: not answered (still None)")
     answer = _numpy_scalar_value(answer)
     if type(answer) in (int, float):
-        return float(answer)
+        try:
+            return float(answer)
+        except OverflowError:   # an int of hundreds of digits: no float holds it
+            raise CheckFailed(f"{name}: expected a number of ordinary size, got an integer of "
+                              f"{answer.bit_length()} bits") from None
     if type(answer) is str:
         try:
             return float(answer.strip())

@@ -63,3 +63,13 @@ def test_no_assignment_checks_answer_types_by_hand():
             source = "".join(cell["source"])
             assert not pattern.search(source), f"{path.relative_to(ROOT)}: {pattern.search(source).group(0)}"
     assert {"as_number", "as_shape"} <= set(checks.__all__)
+
+
+@pytest.mark.parametrize("answer", [10 ** 400, -(10 ** 5000)], ids=["400-digits", "5000-digits"])
+def test_a_huge_integer_is_a_clear_refusal_not_a_crash(answer):
+    # a learner-returned int past float's range: float() raises OverflowError (and str() of a
+    # 5,000-digit int raises ValueError); the check must refuse it with its own message
+    with pytest.raises(CheckFailed, match="ANSWER_X: expected a number of ordinary size, got an integer of"):
+        as_number(answer, name="ANSWER_X")
+    with pytest.raises(CheckFailed):
+        assert_number(answer, 64, name="ANSWER_X")
