@@ -19,12 +19,13 @@ Lesson -> modules it teaches or first uses (later lessons reuse the earlier ones
 08 GPT and BERT                           ``gpt``
 09 attention at scale                     ``flash``, ``rotary``, ``gqa``, ``local_attention``
 10 the Vision Transformer                 ``vit`` (import from the module: ``from course_lib.vit import ...``)
+12 real sentences                         ``fra_eng`` (``load_sample``: the shipped Tatoeba pairs), ``bpe``
 every lesson                              ``printing`` (``fmt``), ``plots`` (loaded on first use)
 =======================================  ================================================
 
 Not tied to a lesson: ``checkpoints`` (save and load a model), ``tasks`` (synthetic copy
-and date tasks, for tests), ``fra_eng`` and ``bpe``
-(the real Tatoeba data and a subword tokenizer, for ``benchmarks/``), ``d2l_compat``
+and date tasks, for tests), ``fra_eng``'s download of the whole Tatoeba file (for
+``benchmarks/``), ``d2l_compat``
 (the d2l package, for parity tests) and ``grading`` (the autograder).
 """
 

@@ -6,12 +6,18 @@ D2L's machine-translation chapters read ``fra-eng/fra.txt`` from ``fra-eng.zip``
 packaged by manythings.org. Each line is ``English<TAB>French``; newer Tatoeba /
 ManyThings files add a third column with attribution, which is accepted and ignored.
 
-The lessons themselves run offline on ``course_lib.corpus``; this module is for learners
-who want the real thing:
+Lessons 1-11 run offline on ``course_lib.corpus``. Lesson 12 runs offline on real sentences
+too: the first 22,000 lines of D2L's ``fra.txt`` ship with the library
+(``course_lib/data_files/fra_eng_sample.tsv.gz``, Tatoeba / manythings.org, CC-BY 2.0 FR; see
+``course_lib/data_files/README.md``), read by :func:`load_sample`. The whole file stays a
+download:
 
 >>> path = download_fra_eng()                       # doctest: +SKIP
 >>> pairs = read_fra_eng(path, max_pairs=20000)     # doctest: +SKIP
 >>> splits = split_pairs(pairs, n_valid=500, n_test=500, seed=0)  # doctest: +SKIP
+>>> sample = load_sample()                           # no download: the shipped 22,000 pairs
+>>> sample[0]
+('Go.', 'Va !')
 
 Downloads are cached in ``$COURSE_DATA_DIR`` or ``~/.cache/course_lib``. The check is on
 content: D2L's archive (SHA-1 ``94646ad1...``) is accepted, and so is any archive whose
@@ -21,6 +27,7 @@ before a cached copy is trusted and after every download.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import random
@@ -48,6 +55,9 @@ __all__ = [
     "verify_fra_eng",
     "download_fra_eng",
     "read_fra_eng",
+    "SAMPLE_FILE",
+    "SAMPLE_PAIRS",
+    "load_sample",
     "normalize_source",
     "near_duplicate_key",
     "split_pairs",
@@ -63,6 +73,10 @@ FRA_TXT_SHA1 = "c43f99dce27311d3afd4d3e0716848194cfcc103"
 #: plain text) whose ``fra.txt`` content is D2L's.
 ACCEPTED_SHA1: tuple[str, ...] = (FRA_ENG_SHA1, FRA_TXT_SHA1)
 _MEMBER = "fra-eng/fra.txt"
+#: The shipped sample: the first :data:`SAMPLE_PAIRS` lines of D2L's ``fra.txt``, byte for
+#: byte, gzip-compressed (rebuilt by ``scripts/build_fra_eng_sample.py``).
+SAMPLE_FILE = Path(__file__).resolve().parent / "data_files" / "fra_eng_sample.tsv.gz"
+SAMPLE_PAIRS = 22_000
 
 
 class DownloadError(OSError):
@@ -305,6 +319,37 @@ def download_fra_eng(
 _NBSP = {"\u202f": " ", "\xa0": " ", "\u2009": " "}
 
 
+def _parse(data: bytes, where: str, max_pairs: int | None) -> list[tuple[str, str]]:
+    """The pairs of ``English<TAB>French[<TAB>attribution]`` lines; errors name ``where``."""
+    if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+        data = data[3:]
+    pairs: list[tuple[str, str]] = []
+    for lineno, raw_bytes in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw_bytes.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{where}, line {lineno}: not valid UTF-8 ({err.reason})") from None
+        for old, new in _NBSP.items():
+            line = line.replace(old, new)
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) not in (2, 3):
+            raise ValueError(
+                f"{where}, line {lineno}: expected 2 or 3 tab-separated columns "
+                f"(English, French[, attribution]), got {len(cols)}: {line[:60]!r}"
+            )
+        en, fr = cols[0].strip(), cols[1].strip()
+        if not en or not fr:
+            raise ValueError(f"{where}, line {lineno}: empty English or French sentence")
+        pairs.append((en, fr))
+        if max_pairs is not None and len(pairs) >= max_pairs:
+            break
+    if not pairs:
+        raise ValueError(f"{where}: the file is empty (no English<TAB>French lines)")
+    return pairs
+
+
 def read_fra_eng(path: str | Path, *, max_pairs: int | None = None) -> list[tuple[str, str]]:
     """Parse a Tatoeba / ManyThings file of ``English<TAB>French[<TAB>attribution]`` lines.
 
@@ -333,33 +378,36 @@ def read_fra_eng(path: str | Path, *, max_pairs: int | None = None) -> list[tupl
             data = zf.read(_member_or_raise(path, zf))
     else:
         data = path.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
-        data = data[3:]
-    pairs: list[tuple[str, str]] = []
-    for lineno, raw_bytes in enumerate(data.split(b"\n"), start=1):
-        try:
-            line = raw_bytes.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}, line {lineno}: not valid UTF-8 ({err.reason})") from None
-        for old, new in _NBSP.items():
-            line = line.replace(old, new)
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) not in (2, 3):
-            raise ValueError(
-                f"{path}, line {lineno}: expected 2 or 3 tab-separated columns "
-                f"(English, French[, attribution]), got {len(cols)}: {line[:60]!r}"
-            )
-        en, fr = cols[0].strip(), cols[1].strip()
-        if not en or not fr:
-            raise ValueError(f"{path}, line {lineno}: empty English or French sentence")
-        pairs.append((en, fr))
-        if max_pairs is not None and len(pairs) >= max_pairs:
-            break
-    if not pairs:
-        raise ValueError(f"{path}: the file is empty (no English<TAB>French lines)")
-    return pairs
+    return _parse(data, str(path), max_pairs)
+
+
+def load_sample(max_pairs: int | None = None) -> list[tuple[str, str]]:
+    """The real English-French pairs that ship with the library, no download needed.
+
+    The first 22,000 lines of D2L's ``fra.txt`` (Tatoeba sentences as packaged by
+    manythings.org, licence CC-BY 2.0 FR, attribution "www.manythings.org/anki and
+    tatoeba.org"; ``course_lib/data_files/README.md``). The file is sorted by length, so these
+    are short sentences (1 to 8 English words). Parsed exactly as :func:`read_fra_eng`
+    parses the full file (non-breaking spaces become spaces).
+
+    Args:
+        max_pairs: stop after this many pairs (>= 1); ``None`` reads all 22,000.
+
+    Returns:
+        ``(english, french)`` pairs in file order; the first is ``("Go.", "Va !")``.
+
+    Raises:
+        FileNotFoundError: the package was installed without its data file.
+    """
+    if max_pairs is not None and max_pairs < 1:
+        raise ValueError(f"max_pairs must be >= 1 or None, got {max_pairs}")
+    if not SAMPLE_FILE.exists():
+        raise FileNotFoundError(
+            f"{SAMPLE_FILE} is missing: the course package was installed without its data "
+            "(pyproject.toml's package-data lists it); reinstall it, or run "
+            "scripts/build_fra_eng_sample.py with fra-eng.zip"
+        )
+    return _parse(gzip.decompress(SAMPLE_FILE.read_bytes()), str(SAMPLE_FILE.name), max_pairs)
 
 
 def normalize_source(sentence: str) -> str:

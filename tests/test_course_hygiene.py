@@ -21,6 +21,7 @@ LESSONS = [
     "01_rnn_seq2seq", "02_attention_pooling", "03_scoring_functions", "04_bahdanau_attention",
     "05_multihead_attention", "06_self_attention_positional", "07_transformer", "08_gpt_and_bert",
     "09_attention_at_scale", "10_vision_transformer", "11_translation_head_to_head",
+    "12_real_sentences",
 ]
 
 
