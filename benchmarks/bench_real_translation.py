@@ -121,6 +121,7 @@ class Run:
     length_penalty: float = 0.0
     num_steps: int = 9  # d2l only: the fixed sequence length
     min_freq: int = 1
+    init: str = "library"  # course_lib only: "library" (its own) or "xavier" (nn.Transformer tutorial's)
     notes: list[str] = field(default_factory=list)
 
 
@@ -152,6 +153,9 @@ RUNS: dict[str, Run] = {
     "d2l-transformer-resized": Run(family="d2l", model="transformer", batch_size=64, lr=0.0015, d_model=128,
                                    d_ff=256, num_heads=4, num_layers=2, dropout=0.2, min_freq=2),
     "torch-recipe": replace(_RECIPE, model="torch-transformer", fused=False),
+    # Why course_lib trails nn.Transformer + recipe (0.98x): the same model re-initialised as
+    # PyTorch's tutorial does (Xavier-uniform for every matrix, embeddings included).
+    "recipe-xavier": replace(_RECIPE, init="xavier"),
 }
 LABELS = {
     "gru": "GRU seq2seq (course_lib)",
@@ -163,6 +167,7 @@ LABELS = {
     "recipe": "Transformer, CPU recipe (course_lib)",
     "d2l-transformer-resized": "d2l Transformer classes, recipe's shape and batch",
     "torch-recipe": "nn.Transformer, CPU recipe (PyTorch)",
+    "recipe-xavier": "Transformer, CPU recipe (course_lib), Xavier init",
 }
 
 
@@ -314,12 +319,12 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
         model = torch_transformer(len(src_vocab), len(tgt_vocab), run, max_len + 2)
         cfg = None
     elif run.model == "transformer":
-        from course_lib.transformer import Transformer, TransformerConfig
+        from course_lib.transformer import TransformerConfig
 
         cfg = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=run.d_model, num_heads=run.num_heads,
                                 d_ff=run.d_ff, num_layers=run.num_layers, dropout=run.dropout,
                                 max_len=max_len + 2)
-        model = Transformer(cfg)
+        model = course_transformer(cfg, run)
     else:
         from course_lib.seq2seq import AttentionSeq2Seq, Seq2Seq, Seq2SeqConfig
 
@@ -357,6 +362,25 @@ def run_course(name: str, run: Run, train, test, args) -> tuple[dict, Any]:
         return out
 
     return info, translate_all
+
+
+def course_transformer(cfg, run: Run):
+    """course_lib's Transformer with its own initialisation, or (``run.init == "xavier"``)
+    re-initialised as PyTorch's translation tutorial does ``nn.Transformer``: Xavier-uniform
+    for every matrix, the embeddings included (the A/B that asks whether initialisation is
+    why course_lib trails ``nn.Transformer`` + recipe)."""
+    import torch
+
+    from course_lib.transformer import Transformer
+
+    model = Transformer(cfg)
+    if run.init == "xavier":
+        for p in model.parameters():
+            if p.dim() > 1:
+                torch.nn.init.xavier_uniform_(p)
+    elif run.init != "library":
+        raise ValueError(f"init must be 'library' or 'xavier', not {run.init!r}")
+    return model
 
 
 def torch_transformer(src_vocab_size: int, tgt_vocab_size: int, run: Run, max_len: int):

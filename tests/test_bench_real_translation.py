@@ -42,3 +42,24 @@ def test_torch_baseline_decodes_step_by_step_as_it_trains():
         assert torch.equal(reordered[2][0], state[2][1])
     out = greedy_decode(model, src, lens, bos_id=1, eos_id=2, max_len=6)
     assert len(out) == 2 and all(len(seq) <= 6 for seq in out)
+
+
+def test_xavier_run_reinitialises_only_the_init():
+    """recipe-xavier is the recipe with the tutorial's initialisation: same settings otherwise,
+    every matrix re-drawn Xavier-uniform (embeddings far from the library's std 1/sqrt(E))."""
+    from course_lib.transformer import TransformerConfig
+
+    bench = _load_bench()
+    assert bench.replace(bench.RUNS["recipe-xavier"], init="library") == bench.RUNS["recipe"]
+    cfg = TransformerConfig(2000, 2000, d_model=128, num_heads=4, d_ff=256, num_layers=2)
+    torch.manual_seed(0)
+    library = bench.course_transformer(cfg, bench.RUNS["recipe"])
+    torch.manual_seed(0)
+    xavier = bench.course_transformer(cfg, bench.RUNS["recipe-xavier"])
+    lib_emb = next(p for n, p in library.named_parameters() if "embedding" in n and p.dim() == 2)
+    xav_emb = next(p for n, p in xavier.named_parameters() if "embedding" in n and p.dim() == 2)
+    assert abs(lib_emb.std().item() - 128 ** -0.5) < 0.01
+    bound = (6 / sum(xav_emb.shape)) ** 0.5  # Xavier-uniform's bound for this matrix
+    assert xav_emb.abs().max().item() <= bound and abs(xav_emb.std().item() - bound / 3 ** 0.5) < 0.005
+    with pytest.raises(ValueError, match="init must be"):
+        bench.course_transformer(cfg, bench.replace(bench.RUNS["recipe"], init="kaiming"))
