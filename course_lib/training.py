@@ -43,6 +43,7 @@ __all__ = [
     "count_tokens",
     "move_to_device",
     "TrainConfig",
+    "Checkpoint",
     "History",
     "fit",
     "evaluate_loss",
@@ -323,6 +324,8 @@ class TrainConfig:
             :func:`fit` started, validation included (lessons can say "train for 60 s").
             The epoch cut short is still recorded and validated. None: no limit.
         max_steps: stop after this many optimizer steps. None: no limit.
+        checkpoint_every: call :func:`fit`'s ``on_checkpoint`` after every this many
+            optimizer steps (steps ``k, 2k, ...``; 0: never).
     """
 
     epochs: int = 10
@@ -334,6 +337,7 @@ class TrainConfig:
     progress: bool | None = True
     max_seconds: float | None = None
     max_steps: int | None = None
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         if self.epochs < 0:
@@ -342,6 +346,52 @@ class TrainConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.log_every < 0:
             raise ValueError(f"log_every must be >= 0, got {self.log_every}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One call of :func:`fit`'s ``on_checkpoint``: where training was, and what it returned.
+
+    Attributes:
+        step: optimizer steps done so far.
+        epoch: the epoch the step belongs to (1-based).
+        train_seconds: wall time spent training so far: :func:`fit`'s time minus the
+            time of validation and of earlier checkpoint calls.
+        train_cpu_seconds: CPU time of the process (``time.process_time``, all its
+            threads) spent training so far, measured the same way.
+        value: what ``on_checkpoint`` returned (e.g. a validation BLEU).
+    """
+
+    step: int
+    epoch: int
+    train_seconds: float
+    train_cpu_seconds: float
+    value: float
+
+
+class _TrainClock:
+    """Wall and process CPU time since a start, minus the intervals spent in :meth:`paused`."""
+
+    def __init__(self) -> None:
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        self.paused_wall, self.paused_cpu = 0.0, 0.0
+
+    def train_seconds(self) -> float:
+        return time.perf_counter() - self.wall0 - self.paused_wall
+
+    def train_cpu_seconds(self) -> float:
+        return time.process_time() - self.cpu0 - self.paused_cpu
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.paused_wall += time.perf_counter() - wall
+            self.paused_cpu += time.process_time() - cpu
 
 
 @dataclass
@@ -360,6 +410,9 @@ class History:
         tokens_per_second: training throughput of each epoch (if tokens can be counted).
         steps: optimizer steps done.
         seconds: total wall time of :func:`fit`.
+        train_seconds: wall time of training only (without validation and checkpoint calls).
+        train_cpu_seconds: process CPU time of training only (``time.process_time``).
+        checkpoints: one :class:`Checkpoint` per ``on_checkpoint`` call.
         stopped_early: why training stopped before ``epochs`` ("max_seconds", "max_steps")
             or None.
     """
@@ -375,6 +428,9 @@ class History:
     epoch_steps: list[int] = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0
+    train_seconds: float = 0.0
+    train_cpu_seconds: float = 0.0
+    checkpoints: list[Checkpoint] = field(default_factory=list)
     stopped_early: str | None = None
 
     def plot(self, *, figsize: tuple[float, float] | None = None) -> Figure:
@@ -430,6 +486,7 @@ def fit(
     val_metric: Callable[[nn.Module], float] | None = None,
     metric_name: str = "metric",
     tokens_fn: Callable[[Any], int | None] = count_tokens,
+    on_checkpoint: Callable[[nn.Module, int], float] | None = None,
 ) -> History:
     """Train ``model`` and return its :class:`History`.
 
@@ -451,6 +508,13 @@ def fit(
             (e.g. BLEU on a validation set).
         metric_name: the metric's label in :meth:`History.plot`.
         tokens_fn: counts the tokens of a batch for throughput (None: not counted).
+        on_checkpoint: ``on_checkpoint(model, step) -> float``, called after every
+            ``config.checkpoint_every`` optimizer steps, in eval mode and without gradients
+            (e.g. BLEU on a validation set; it may also save the weights). Its value, the
+            step and the training time so far (wall and CPU, its own calls and validation
+            excluded) are appended to ``history.checkpoints`` as a :class:`Checkpoint`.
+            It must not consume the global random generators if training is to stay the
+            same with and without it (greedy decoding and losses in eval mode do not).
 
     Returns:
         The history. Training stops early (and says why in ``history.stopped_early``)
@@ -465,24 +529,29 @@ def fit(
     model.to(device)
     if optimizer is None:
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    if config.checkpoint_every and on_checkpoint is None:
+        raise ValueError("checkpoint_every is set but no on_checkpoint was given")
     history = History(metric_name=metric_name)
     bar = tqdm(total=_planned_steps(train_data, config), unit="step", leave=True,
                disable=(None if config.progress is None else not config.progress))
-    start = time.perf_counter()
+    clock = _TrainClock()
+    start = clock.wall0
     try:
         for epoch in range(config.epochs):
             _train_epoch(model, train_data, loss_fn, optimizer, scheduler, config, device, tokens_fn,
-                         history, bar, epoch, start)
-            if val_data is not None:
-                history.val_loss.append(evaluate_loss(model, val_data, loss_fn, device))
-            if val_metric is not None:
-                with eval_mode(model), torch.no_grad():
-                    history.val_metric.append(float(val_metric(model)))
+                         history, bar, epoch, start, clock, on_checkpoint)
+            with clock.paused():
+                if val_data is not None:
+                    history.val_loss.append(evaluate_loss(model, val_data, loss_fn, device))
+                if val_metric is not None:
+                    with eval_mode(model), torch.no_grad():
+                        history.val_metric.append(float(val_metric(model)))
             if history.stopped_early:
                 break
     finally:
         bar.close()
-        history.seconds = time.perf_counter() - start
+        history.train_seconds, history.train_cpu_seconds = clock.train_seconds(), clock.train_cpu_seconds()
+        history.seconds = history.train_seconds + clock.paused_wall
     return history
 
 
@@ -498,7 +567,8 @@ def _planned_steps(train_data: Iterable[Any], config: TrainConfig) -> int | None
 def _train_epoch(model: nn.Module, train_data: Iterable[Any], loss_fn: Callable[[nn.Module, Any], Tensor],
                  optimizer: torch.optim.Optimizer, scheduler: Any | None, config: TrainConfig,
                  device: torch.device, tokens_fn: Callable[[Any], int | None] | None,
-                 history: History, bar: Any, epoch: int, start: float) -> None:
+                 history: History, bar: Any, epoch: int, start: float, clock: _TrainClock,
+                 on_checkpoint: Callable[[nn.Module, int], float] | None) -> None:
     """One pass over ``train_data`` (or up to the step limit); appends to ``history``."""
     model.train()
     epoch_start = time.perf_counter()
@@ -531,6 +601,11 @@ def _train_epoch(model: nn.Module, train_data: Iterable[Any], loss_fn: Callable[
         if config.log_every and history.steps % config.log_every == 0:
             window = history.step_loss[-config.log_every:]
             print(f"step {history.steps:6d}  epoch {epoch + 1}  loss {sum(window) / len(window):.4f}")
+        if on_checkpoint is not None and config.checkpoint_every and history.steps % config.checkpoint_every == 0:
+            wall, cpu = clock.train_seconds(), clock.train_cpu_seconds()
+            with clock.paused(), eval_mode(model), torch.no_grad():
+                value = float(on_checkpoint(model, history.steps))
+            history.checkpoints.append(Checkpoint(history.steps, epoch + 1, wall, cpu, value))
         if config.max_steps is not None and history.steps >= config.max_steps:
             history.stopped_early = "max_steps"
         elif config.max_seconds is not None and time.perf_counter() - start >= config.max_seconds:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ from torch import Tensor, nn
 
 from course_lib.checkpoints import load_checkpoint, save_checkpoint
 from course_lib.training import (
+    Checkpoint,
     History,
     TrainConfig,
     count_tokens,
@@ -267,6 +269,43 @@ def test_fit_is_deterministic_and_stops_on_budget() -> None:
     assert short.step_loss == a.step_loss[:4]
     timed = run(max_seconds=0.0)
     assert timed.steps == 1 and timed.stopped_early == "max_seconds"
+
+
+def test_fit_checkpoints_every_k_steps_without_changing_training() -> None:
+    calls: list[tuple[int, bool, bool]] = []
+
+    def on_checkpoint(m: nn.Module, step: int) -> float:
+        calls.append((step, m.training, torch.is_grad_enabled()))
+        busy = time.process_time()
+        while time.process_time() - busy < 0.05:  # CPU time that must not count as training
+            pass
+        return float(step) / 10
+
+    def run(on_checkpoint=None, **kw) -> History:
+        torch.manual_seed(0)
+        return fit(TinyLM(), lm_batches(3), lm_loss, TrainConfig(epochs=3, lr=0.05, progress=False, **kw),
+                   on_checkpoint=on_checkpoint)
+
+    plain = run()
+    watched = run(checkpoint_every=2, on_checkpoint=on_checkpoint)
+    assert watched.step_loss == plain.step_loss  # the calls do not change training
+    assert calls == [(2, False, False), (4, False, False), (6, False, False), (8, False, False)]
+    assert [(c.step, c.epoch, c.value) for c in watched.checkpoints] == [(2, 1, 0.2), (4, 2, 0.4), (6, 2, 0.6),
+                                                                         (8, 3, 0.8)]
+    assert all(isinstance(c, Checkpoint) for c in watched.checkpoints)
+    cpu = [c.train_cpu_seconds for c in watched.checkpoints]
+    wall = [c.train_seconds for c in watched.checkpoints]
+    assert cpu == sorted(cpu) and wall == sorted(wall) and cpu[0] >= 0
+    # the four busy calls (0.2 s of CPU time in all) are excluded from the training times
+    assert watched.train_cpu_seconds < 0.15 and watched.train_cpu_seconds >= cpu[-1]
+    assert watched.train_seconds < watched.seconds - 0.15
+    assert plain.checkpoints == [] and 0 <= plain.train_seconds <= plain.seconds
+    stopped = run(checkpoint_every=4, on_checkpoint=lambda m, s: 1.0, max_steps=5)
+    assert [c.step for c in stopped.checkpoints] == [4]
+    with pytest.raises(ValueError, match="on_checkpoint"):
+        run(checkpoint_every=2)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        TrainConfig(checkpoint_every=-1)
 
 
 def test_fit_clips_gradient_norm() -> None:
