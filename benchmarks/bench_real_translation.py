@@ -156,6 +156,13 @@ RUNS: dict[str, Run] = {
     # Why course_lib trails nn.Transformer + recipe (0.98x): the same model re-initialised as
     # PyTorch's tutorial does (Xavier-uniform for every matrix, embeddings included).
     "recipe-xavier": replace(_RECIPE, init="xavier"),
+    # Leave one ingredient out of the recipe (issue #24: the one-at-a-time A/B above adds each
+    # to the plain Transformer; ingredients that interact show only when removed from the whole).
+    "recipe-bpe": replace(_RECIPE, tokens="word"),
+    "recipe-bucket": replace(_RECIPE, bucket=False),
+    "recipe-warmup": replace(_RECIPE, schedule="constant", lr=1e-3),
+    "recipe-smooth": replace(_RECIPE, label_smoothing=0.0),
+    "recipe-shape": replace(_RECIPE, d_model=_TF.d_model, d_ff=_TF.d_ff),
 }
 LABELS = {
     "gru": "GRU seq2seq (course_lib)",
@@ -168,6 +175,11 @@ LABELS = {
     "d2l-transformer-resized": "d2l Transformer classes, recipe's shape and batch",
     "torch-recipe": "nn.Transformer, CPU recipe (PyTorch)",
     "recipe-xavier": "Transformer, CPU recipe (course_lib), Xavier init",
+    "recipe-bpe": "CPU recipe without BPE (word vocabulary)",
+    "recipe-bucket": "CPU recipe without length bucketing",
+    "recipe-warmup": "CPU recipe without warm-up and decay (constant lr 1e-3)",
+    "recipe-smooth": "CPU recipe without label smoothing",
+    "recipe-shape": "CPU recipe without its shape (d=64, FFN 256)",
 }
 
 

@@ -63,3 +63,20 @@ def test_xavier_run_reinitialises_only_the_init():
     assert xav_emb.abs().max().item() <= bound and abs(xav_emb.std().item() - bound / 3 ** 0.5) < 0.005
     with pytest.raises(ValueError, match="init must be"):
         bench.course_transformer(cfg, bench.replace(bench.RUNS["recipe"], init="kaiming"))
+
+
+def test_leave_one_out_runs_remove_exactly_one_ingredient():
+    """Each recipe-<x> run differs from the recipe in the settings of that ingredient only,
+    and takes the plain Transformer's value there."""
+    from dataclasses import asdict
+
+    bench = _load_bench()
+    recipe, plain = asdict(bench.RUNS["recipe"]), asdict(bench.RUNS["transformer"])
+    fields = {"bpe": {"tokens"}, "bucket": {"bucket"}, "warmup": {"schedule", "lr"},
+              "smooth": {"label_smoothing"}, "shape": {"d_model", "d_ff"}}
+    for name, changed in fields.items():
+        run = asdict(bench.RUNS[f"recipe-{name}"])
+        differ = {k for k in run if run[k] != recipe[k]}
+        shape_same_ff = {"d_ff"} if recipe["d_ff"] == plain["d_ff"] else set()
+        assert differ == changed - shape_same_ff, (name, differ)
+        assert all(run[k] == plain[k] for k in changed), name
