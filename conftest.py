@@ -6,6 +6,7 @@ is in tests/_tiers.py. tests/conftest.py holds the library tests' own fixtures.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,14 @@ import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 import _tiers  # noqa: E402
+
+# scripts/course_lessons.py (how lesson notebooks are named and ordered), importable by the tests
+# and by the scripts they load from file, as the scripts themselves import it.
+_spec = importlib.util.spec_from_file_location("course_lessons",
+                                               Path(__file__).resolve().parent / "scripts" / "course_lessons.py")
+course_lessons = importlib.util.module_from_spec(_spec)
+sys.modules["course_lessons"] = course_lessons
+_spec.loader.exec_module(course_lessons)
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()

@@ -6,7 +6,7 @@ evaluation mode only, by default: a training step then takes PyTorch's fused
 that contract, the Transformer's blocks always asked for the weights, so training ran the
 hand-written softmax path. This script measures what the fused path buys in training.
 
-Same process, same model (lesson 7's translation Transformer: E = 64, H = 4, F = 256,
+Same process, same model (lesson 7b's translation Transformer: E = 64, H = 4, F = 256,
 2 + 2 layers), same batches; two variants, for each dropout rate:
 
 * ``recorded``: ``model.set_record_attention(True)`` (the old behaviour in training);
@@ -20,16 +20,16 @@ fused default trains faster).
 On CPU, PyTorch has no fused kernel with dropout on the attention weights (it falls back
 to an unfused one, slower than course_lib's own), so :func:`course_lib.scoring.attend`
 keeps its own path when the attention dropout is above 0 on CPU: with ``--dropout 0.1``
-(lesson 7's setting) both variants then run the same code and the ratio is about 1.
+(lesson 7b's setting) both variants then run the same code and the ratio is about 1.
 
 Measured on the course's 2-core machine, shared with other jobs (torch 2.13, CPU time per
 step, median; wall clock agreed within a few %):
 
-* lesson 7's size (B=64, S=L=24), attention dropout 0: 1.05x (2 threads);
-* the same with dropout 0.1, as lesson 7 trains: 1.01x (both variants run the same code);
+* lesson 7b's size (B=64, S=L=24), attention dropout 0: 1.05x (2 threads);
+* the same with dropout 0.1, as lesson 7b trains: 1.01x (both variants run the same code);
 * longer sequences (B=32, S=L=128), dropout 0: 1.17x (2 threads), 1.19x (1 thread).
 
-At lesson 7's lengths attention is a small part of a step (the FFN, the embeddings and the
+At lesson 7b's lengths attention is a small part of a step (the FFN, the embeddings and the
 output layer dominate), so the fused kernel gains little there; it gains more as S and L grow.
 
 Run:
@@ -91,7 +91,7 @@ def main() -> None:
 
 def run(args: argparse.Namespace, dropout: float) -> None:
     """Time both variants of one model configuration and print the ratio."""
-    vocab = 400  # about lesson 7's vocabularies (255 source, 393 target words)
+    vocab = 400  # about lesson 7b's vocabularies (255 source, 393 target words)
     config = TransformerConfig(vocab, vocab, d_model=64, num_heads=4, d_ff=256, num_layers=2,
                                dropout=dropout, max_len=max(args.src_len, args.tgt_len) + 2)
     batches = make_batches(args.steps, args.batch, args.src_len, args.tgt_len, vocab, seed=0)

@@ -1,6 +1,6 @@
 """Do the lessons' claims about trained models hold for other seeds, and by what margin?
 
-The lessons that train a model (1, 4, 5, 7, 8, 9, 10, 11) read their training seed from the
+The lessons that train a model (1b, 4, 5, 7b, 8, 9, 10, 11, 12) read their training seed from the
 environment variable ``COURSE_SEED`` (default 0, the committed run). Cells that print
 training results are marked ``NBVAL_IGNORE_OUTPUT`` and followed by a cell that asserts the
 claim the prose draws from them. This script runs each such lesson top to bottom with
@@ -9,7 +9,7 @@ and shows the spread of every number printed by the ignored cells: each output l
 first seed, with each number replaced by ``[min .. max]`` over the seeds.
 
     .venv/bin/python benchmarks/bench_lesson_seeds.py                       # seeds 0 1 2, all
-    .venv/bin/python benchmarks/bench_lesson_seeds.py --seeds 0 1 2 3 --lessons 04 07
+    .venv/bin/python benchmarks/bench_lesson_seeds.py --seeds 0 1 2 3 --lessons 04 07b
     .venv/bin/python benchmarks/bench_lesson_seeds.py --markdown docs/SEEDS.md
     .venv/bin/python benchmarks/bench_lesson_seeds.py --seeds 1 2 --with-committed   # seed 0 = committed
 
@@ -31,7 +31,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAINING_LESSONS = ["01", "04", "05", "07", "08", "09", "10", "11"]
+TRAINING_LESSONS = ["01b", "04", "05", "07b", "08", "09", "10", "11", "12"]
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--lessons", nargs="+", default=TRAINING_LESSONS, help="lesson numbers, e.g. 01 04")
+    parser.add_argument("--lessons", nargs="+", default=TRAINING_LESSONS, help="lesson file prefixes, e.g. 01b 04 07b")
     parser.add_argument("--timeout", type=int, default=600, help="per-cell timeout in seconds")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--with-committed", action="store_true",

@@ -6,7 +6,7 @@ E model size (d_model), H heads, F feed-forward size (d_ff), K classes.
 
 A ViT reads an image as a sequence: cut it into P x P **patches**, flatten each one into a
 vector of C P^2 pixels, and project every vector with the same linear map to E features.
-From there on the model is lesson 7's encoder, unchanged: the blocks are
+From there on the model is lesson 7a's encoder, unchanged: the blocks are
 :class:`course_lib.transformer.TransformerEncoderBlock` (pre-norm, as in the ViT paper).
 The only image-specific parts are at the two ends:
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
+LESSON_GLOB = "[0-9][0-9]*_*.ipynb"   # 04_name.ipynb, and 07a_/07b_ for a lesson in parts (scripts/course_lessons.py)
 #: Language of a class -> (lessons folder, source assignments folder, JupyterLab locale or None).
 LANGUAGES = {
     "en": ("notebooks", "solutions", None),
@@ -63,8 +64,8 @@ def lab_overrides(base: dict, lang: str) -> dict:
 def lessons_dir(lang: str, repo: Path = REPO) -> Path:
     """The lessons of a class in ``lang``: every English lesson, in that language."""
     folder = repo / LANGUAGES[language(lang)][0]
-    english = sorted(p.name for p in (repo / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    have = {p.name for p in folder.glob("[0-9][0-9]_*.ipynb")} if folder.is_dir() else set()
+    english = sorted(p.name for p in (repo / "notebooks").glob(LESSON_GLOB))
+    have = {p.name for p in folder.glob(LESSON_GLOB)} if folder.is_dir() else set()
     missing = [n for n in english if n not in have]
     if missing:
         raise SystemExit(f"{folder}: lessons missing ({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}); "

@@ -76,7 +76,7 @@ bash scripts/install_terminal.sh "$VENV"
 # Lessons: a read-only reference copy; the hub copies them into each learner's home.
 rm -rf "$COURSE_PREFIX/lessons"
 mkdir -p "$COURSE_PREFIX/lessons"
-cp "$LESSONS"/[0-9][0-9]_*.ipynb "$COURSE_PREFIX/lessons/"
+cp "$LESSONS"/[0-9][0-9]*_*.ipynb "$COURSE_PREFIX/lessons/"
 # Class-wide JupyterLab settings: render every cell of a notebook (no virtual scrolling), so
 # "Run All" output and search behave the same for every learner; in a Chinese class, the
 # Chinese interface (deploy/jupyter/lab-overrides.json + the locale, deploy/course_language.py).

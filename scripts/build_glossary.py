@@ -5,7 +5,10 @@
 
 Each TSV line has five tab-separated fields:
 
-    English<TAB>中文<TAB>one-line meaning<TAB>lesson number<TAB>alternatives
+    English<TAB>中文<TAB>one-line meaning<TAB>lesson<TAB>alternatives
+
+"lesson" is a lesson id: 4, or 1a / 7b for a part of a lesson taught in parts (docs/glossary/NN.tsv
+or NNa.tsv).
 
 The 中文 field is the one name the course uses (D2L-zh's term where D2L-zh has one, see
 POLICY below); "alternatives" lists other Chinese names in use, separated by "；" (the
@@ -21,10 +24,13 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course_lessons import lesson_key  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ROOT / "docs" / "glossary"
 OUT = ROOT / "docs" / "GLOSSARY.md"
-FIELDS = ("English", "中文", "meaning", "lesson number", "alternatives")
+FIELDS = ("English", "中文", "meaning", "lesson", "alternatives")
 ALT_SEP = "；"
 CJK = re.compile(r"[\u3400-\u9fff]")
 
@@ -50,7 +56,7 @@ class Term(NamedTuple):
     english: str
     chinese: str
     meaning: str
-    lesson: int
+    lesson: str          # a lesson id: "4", or "1a" / "7b" for a lesson taught in parts
     alternatives: tuple[str, ...]
 
 
@@ -64,8 +70,10 @@ def parse_line(line: str, where: str) -> Term:
     for name, value in (("English", english), ("中文", chinese), ("meaning", meaning)):
         if not value:
             raise ValueError(f"{where}: the {name} field is empty: {line!r}")
-    if not lesson.isdigit():
-        raise ValueError(f"{where}: the lesson number field is not a number: {lesson!r}")
+    try:
+        lesson_key(lesson)
+    except ValueError as error:
+        raise ValueError(f"{where}: the lesson field: {error}") from None
     if not CJK.search(chinese):
         raise ValueError(f"{where}: the 中文 field of {english!r} has no Chinese: {chinese!r}")
     alts = tuple(a.strip() for a in alternatives.split(ALT_SEP)) if alternatives else ()
@@ -79,7 +87,7 @@ def parse_line(line: str, where: str) -> Term:
         raise ValueError(f"{where}: the 中文 name {chinese!r} of {english!r} is also listed as an alternative")
     if len(set(alts)) != len(alts):
         raise ValueError(f"{where}: repeated name in the alternatives of {english!r}: {alternatives!r}")
-    return Term(english, chinese, meaning, int(lesson), alts)
+    return Term(english, chinese, meaning, lesson, alts)
 
 
 def read_terms(parts: Path = PARTS) -> list[Term]:
@@ -91,7 +99,7 @@ def read_terms(parts: Path = PARTS) -> list[Term]:
                 continue
             term = parse_line(line, f"{path}:{number}")
             key = term.english.lower()
-            if key not in seen or term.lesson < seen[key].lesson:
+            if key not in seen or lesson_key(term.lesson) < lesson_key(seen[key].lesson):
                 seen[key] = term
     return sorted(seen.values(), key=lambda t: t.english.lower())
 

@@ -36,6 +36,9 @@ from pathlib import Path
 
 import polib
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course_lessons import lesson_notebooks  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LANG = "zh_CN"            # gettext's name for the language (catalogue folder, PO header)
 LANG_TAG = "zh-CN"        # BCP 47, written into the built notebooks' metadata
@@ -60,10 +63,10 @@ class Document:
 
 
 def documents(root: Path = ROOT) -> list[Document]:
-    """The lessons (notebooks/NN_*.ipynb) and the assignment sources (solutions/<a>/*.ipynb)."""
+    """The lessons (notebooks/NN_*.ipynb, NNa_*.ipynb) and the assignment sources (solutions/<a>/*.ipynb)."""
     cat = root / "i18n" / LANG
     docs = [Document(p, cat / "notebooks" / f"{p.stem}.po", root / "zh" / "notebooks" / p.name)
-            for p in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+            for p in lesson_notebooks(root / "notebooks")]
     for p in sorted((root / "solutions").glob("*/*.ipynb")):
         a = p.parent.name
         docs.append(Document(p, cat / "solutions" / a / f"{p.stem}.po", root / "zh" / "solutions" / a / p.name))

@@ -19,6 +19,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from course_lessons import lesson_notebooks  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--timeout", type=int, default=300, help="per-cell timeout in seconds")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = args.notebooks or lesson_notebooks(ROOT / "notebooks")
     total = 0.0
     for path in paths:
         elapsed = run(path, args.timeout)

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from course_lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 LESSONS = [
-    "01_rnn_seq2seq", "02_attention_pooling", "03_scoring_functions", "04_bahdanau_attention",
-    "05_multihead_attention", "06_self_attention_positional", "07_transformer", "08_gpt_and_bert",
+    "01a_rnn_seq2seq", "01b_training_decoding_bleu", "02_attention_pooling", "03_scoring_functions",
+    "04_bahdanau_attention", "05_multihead_attention", "06_self_attention_positional",
+    "07a_transformer_architecture", "07b_training_the_transformer", "08_gpt_and_bert",
     "09_attention_at_scale", "10_vision_transformer", "11_translation_head_to_head",
     "12_real_sentences",
 ]
@@ -35,8 +38,17 @@ def test_lessons_are_numbered_in_teaching_order() -> None:
     # wrong is the numbering: every lesson of LESSONS present, numbered 01, 02, ... in that
     # order, and no lesson file that LESSONS does not know.
     assert sorted(names) == sorted(LESSONS), f"lesson files {names} differ from LESSONS {LESSONS}"
-    assert [int(n[:2]) for n in LESSONS] == list(range(1, len(LESSONS) + 1)), \
+    stray = sorted(p.name for p in (ROOT / "notebooks").glob(GLOB) if p not in NOTEBOOKS)
+    assert not stray, f"notebooks/ files that look like lessons but are not named NN_name or NNa_name: {stray}"
+    # numbered 1, 2, ... in teaching order; a lesson taught in parts is NNa, NNb, ... with no gap
+    ids = [lesson_key(lesson_id(f"{n}.ipynb")) for n in LESSONS]
+    numbers = sorted({number for number, _ in ids})
+    assert ids == sorted(ids) and numbers == list(range(1, len(numbers) + 1)), \
         f"LESSONS must be numbered 01, 02, ... in teaching order: {LESSONS}"
+    for number in numbers:
+        parts = [part for n, part in ids if n == number]
+        assert parts == [""] or parts == list("abcdefgh"[:len(parts)]), \
+            f"lesson {number} must be one notebook (NN_name) or parts a, b, ... (NNa_name, NNb_name): {parts}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -80,11 +92,11 @@ def test_readme_lists_every_lesson(path: Path) -> None:
 
 
 def test_glossary_terms_come_from_lessons_that_exist() -> None:
-    lessons = {int(p.stem[:2]) for p in NOTEBOOKS}
+    lessons = {lesson_id(p) for p in NOTEBOOKS}
     for tsv in (ROOT / "docs" / "glossary").glob("*.tsv"):
         for line in tsv.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                lesson = int(line.split("\t")[3])
+                lesson = line.split("\t")[3].strip()
                 assert lesson in lessons, f"{tsv.name}: term {line.split()[0]!r} points to missing lesson {lesson}"
                 assert re.search(r"[\u4e00-\u9fff]", line.split("\t")[1]), f"{tsv.name}: no Chinese term in {line!r}"
 

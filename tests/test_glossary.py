@@ -26,13 +26,16 @@ from pathlib import Path
 
 import pytest
 
+from course_lessons import lesson_id, lesson_key, lesson_notebooks
+
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {int(p.name[:2]): p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+# lesson id ("4", "1a", "7b") -> notebook; lesson_key orders ids in teaching order
+NOTEBOOKS = {lesson_id(p): p for p in lesson_notebooks(ROOT / "notebooks")}
 TSVS = sorted((ROOT / "docs" / "glossary").glob("*.tsv"))
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 
-def _rows() -> list[tuple[str, str, str, int, str]]:
+def _rows() -> list[tuple[str, str, str, str, str]]:
     """(English, Chinese, meaning, lesson, where) for every non-empty TSV line.
 
     A line is English<TAB>中文<TAB>meaning<TAB>lesson<TAB>alternatives (other Chinese names,
@@ -45,14 +48,15 @@ def _rows() -> list[tuple[str, str, str, int, str]]:
                 fields = line.split("\t")
                 assert len(fields) == 5, f"{tsv.name}:{number}: expected 5 tab-separated fields, got {len(fields)}"
                 english, chinese, meaning, lesson, _alternatives = (f.strip() for f in fields)
-                rows.append((english, chinese, meaning, int(lesson), f"{tsv.name}:{number}"))
+                lesson_key(lesson)              # a lesson id: 4, 1a, 7b (ValueError says so)
+                rows.append((english, chinese, meaning, lesson, f"{tsv.name}:{number}"))
     return rows
 
 
 ROWS = _rows()
 
 
-def _markdown_cells(lesson: int) -> dict[int, str]:
+def _markdown_cells(lesson: str) -> dict[int, str]:
     """Notebook cell index -> source, for the markdown cells of a lesson."""
     nb = json.loads(NOTEBOOKS[lesson].read_text(encoding="utf-8"))
     return {i: "".join(c["source"]) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"}
@@ -97,7 +101,7 @@ def _first_rows() -> list[tuple[str, str, str, int, str]]:
     first: dict[str, tuple[str, str, str, int, str]] = {}
     for row in ROWS:
         key = _singular(_key(row[0]), KNOWN)
-        if key not in first or row[3] < first[key][3]:
+        if key not in first or lesson_key(row[3]) < lesson_key(first[key][3]):
             first[key] = row
     return sorted(first.values(), key=lambda r: r[4])
 
@@ -106,7 +110,7 @@ FIRST_ROWS = _first_rows()
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r[4]} {r[0]}")
-def test_row_is_taught_in_its_lesson_at_first_use(row: tuple[str, str, str, int, str]) -> None:
+def test_row_is_taught_in_its_lesson_at_first_use(row: tuple[str, str, str, str, str]) -> None:
     english, chinese, _, lesson, where = row
     assert lesson in NOTEBOOKS, f"{where}: no notebook for lesson {lesson}"
     raw = _markdown_cells(lesson)
@@ -126,12 +130,12 @@ def test_row_is_taught_in_its_lesson_at_first_use(row: tuple[str, str, str, int,
 
 
 @pytest.mark.parametrize("row", FIRST_ROWS, ids=lambda r: f"{r[4]} {r[0]}")
-def test_no_earlier_lesson_uses_the_term(row: tuple[str, str, str, int, str]) -> None:
+def test_no_earlier_lesson_uses_the_term(row: tuple[str, str, str, str, str]) -> None:
     english, _, _, lesson, where = row
     # a longer glossary term is not a use of a shorter one: "long short-term memory" is not "memory"
     longer = sorted((v for v in KNOWN if any(_key(t) != v and _uses(v, t) for t in _variants(english))),
                     key=len, reverse=True)
-    for earlier in sorted(n for n in NOTEBOOKS if n < lesson):
+    for earlier in sorted((n for n in NOTEBOOKS if lesson_key(n) < lesson_key(lesson)), key=lesson_key):
         for index, cell in _markdown_cells(earlier).items():
             text = _plain(cell)
             for term in longer:
@@ -167,16 +171,16 @@ def _bold_glosses(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _bold_cases() -> list[tuple[int, str, str]]:
+def _bold_cases() -> list[tuple[str, str, str]]:
     cases = []
-    for lesson in sorted(NOTEBOOKS):
+    for lesson in sorted(NOTEBOOKS, key=lesson_key):
         for cell in _markdown_cells(lesson).values():
             cases += [(lesson, term, chinese) for term, chinese in _bold_glosses(cell)]
     return cases
 
 
-@pytest.mark.parametrize("case", _bold_cases(), ids=lambda c: f"lesson{c[0]:02d} {c[1]}")
-def test_every_glossed_bold_term_is_in_the_glossary_with_that_gloss(case: tuple[int, str, str]) -> None:
+@pytest.mark.parametrize("case", _bold_cases(), ids=lambda c: f"lesson{c[0]} {c[1]}")
+def test_every_glossed_bold_term_is_in_the_glossary_with_that_gloss(case: tuple[str, str, str]) -> None:
     lesson, term, chinese = case
     by_key: dict[str, set[str]] = {}
     for english, zh, _, _, _ in ROWS:
@@ -186,7 +190,7 @@ def test_every_glossed_bold_term_is_in_the_glossary_with_that_gloss(case: tuple[
     if key not in by_key and any(_plain(chinese) in glosses for glosses in by_key.values()):
         return                                    # an inflected form of a glossed term: "**padded** (填充)"
     assert key in by_key, (f"lesson {lesson} glosses **{term}** ({chinese}) but docs/glossary has no row for "
-                           f"{term!r}: add one to docs/glossary/{lesson:02d}.tsv (or the lesson that first uses it)")
+                           f"{term!r}: add one to docs/glossary/{NOTEBOOKS[lesson].name.split('_')[0]}.tsv (or the lesson that first uses it)")
     assert _plain(chinese) in by_key[key], (
         f"lesson {lesson} glosses **{term}** as {chinese!r}, docs/glossary as {sorted(by_key[key])}: one gloss per term")
 

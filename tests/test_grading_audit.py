@@ -8,7 +8,7 @@ Three patterns that leak or trust:
    message that formats the literal answer of a short-answer question);
 2. **evidence from a learner-editable object** - a test cell that reads an attribute of an
    object built from a helper class the notebook gives the learner (a class defined in a cell
-   that is neither a solution nor a test cell, such as lesson 1's ``ScriptedModel``): the
+   that is neither a solution nor a test cell, such as lesson 1's assignment's ``ScriptedModel``): the
    learner can edit that class, and their own code runs beside that object;
 3. **a property a trivial function satisfies** - every graded function of a solution, replaced
    by an identity (``return`` its first argument) or by zeros, must fail every test that calls

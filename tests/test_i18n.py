@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from course_lessons import lesson_notebooks
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -44,7 +46,7 @@ def _id(doc) -> str:
 
 
 def test_every_lesson_and_assignment_has_a_catalogue():
-    lessons = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    lessons = lesson_notebooks(ROOT / "notebooks")
     sources = sorted((ROOT / "solutions").glob("*/*.ipynb"))
     assert len(lessons) >= 11 and len(sources) >= 10
     assert {d.english for d in DOCS} == set(lessons) | set(sources)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from course_lessons import lesson_notebooks
+
 ROOT = Path(__file__).resolve().parents[1]
 ZH = ROOT / "README.zh-CN.md"
 
@@ -30,7 +32,7 @@ def test_readme_links_the_chinese_readme_at_the_top():
 
 def test_chinese_readme_lists_every_lesson_and_assignment():
     text = ZH.read_text("utf-8")
-    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for nb in lesson_notebooks(ROOT / "notebooks"):
         assert f"`zh/notebooks/{nb.name}`" in text, f"README.zh-CN.md does not list {nb.name}"
     for a in sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()):
         assert f"`{a}`" in text, a

@@ -70,7 +70,7 @@ def test_ffn_and_addnorm_formulas() -> None:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_blocks_run_through_addnorm(norm_first: bool) -> None:
-    # The module lesson 7 builds is the one that runs: every sub-layer of both blocks, in both
+    # The module lesson 7a builds is the one that runs: every sub-layer of both blocks, in both
     # norm orders and in cached decoding, goes through AddNorm.forward. A forward hook that
     # changes AddNorm's output must change the block's output, and it is called once per sub-layer.
     torch.manual_seed(0)

@@ -128,7 +128,7 @@ def test_vit_equals_pytorch_encoder_layers(pool, pos):
         logits = model(images)
         assert logits.shape == (3, 5)
         torch.testing.assert_close(logits, _reference_vit(model, images), rtol=0, atol=1e-10)
-    assert all(type(b) is TransformerEncoderBlock and b.norm_first for b in model.blocks)  # lesson 7's, unchanged
+    assert all(type(b) is TransformerEncoderBlock and b.norm_first for b in model.blocks)  # lesson 7a's, unchanged
     assert cfg.num_tokens == 6 + (pool == "cls")
     assert (model.pos_embedding is not None) == pos and (model.cls_token is not None) == (pool == "cls")
 
