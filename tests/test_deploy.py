@@ -216,16 +216,22 @@ def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
 def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Path) -> None:
     mod = _lang_mod()
     repo = tmp_path / "repo"
-    for rel in ("notebooks/01_a.ipynb", "notebooks/03_b.ipynb", "solutions/lesson03_x/x.ipynb"):
+    for rel in ("notebooks/01_a.ipynb", "notebooks/03_b.ipynb", "notebooks/07b_c.ipynb", "solutions/lesson03_x/x.ipynb"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("{}")
     assert mod["lessons_dir"]("en", repo) == repo / "notebooks"
     assert mod["solutions_dir"]("en", repo) == repo / "solutions"
-    with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(01_a.ipynb, 03_b.ipynb\).*scripts/i18n.py build"):
+    with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(01_a.ipynb, 03_b.ipynb, 07b_c.ipynb\).*scripts/i18n.py build"):
+        mod["lessons_dir"]("zh-CN", repo)
+    # a lesson taught in parts (07b_...) counts like any other: the Chinese class needs it too
+    for rel in ("zh/notebooks/01_a.ipynb", "zh/notebooks/03_b.ipynb"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("{}")
+    with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(07b_c.ipynb\)"):
         mod["lessons_dir"]("zh-CN", repo)
     with pytest.raises(SystemExit, match=r"zh/solutions: assignments missing \(lesson03_x\).*scripts/i18n.py build"):
         mod["solutions_dir"]("zh-CN", repo)
-    for rel in ("zh/notebooks/01_a.ipynb", "zh/notebooks/03_b.ipynb", "zh/solutions/lesson03_x/x.ipynb"):
+    for rel in ("zh/notebooks/07b_c.ipynb", "zh/solutions/lesson03_x/x.ipynb"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("{}")
     assert mod["lessons_dir"]("zh-CN", repo) == repo / "zh" / "notebooks"
