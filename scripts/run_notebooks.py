@@ -11,6 +11,7 @@ deterministic notebook gives a clean diff. Prints the run time of each notebook.
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import sys
 import time
@@ -22,9 +23,58 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _bar_text(box: dict, states: dict) -> str | None:
+    """The final text of a tqdm.notebook bar: an HBox of HTML (prefix), FloatProgress, HTML (suffix).
+
+    Composed like tqdm's text bar ("100%|██████████| 400/400 [00:19<00:00, 20.5step/s]") from the
+    widgets' saved state; None if the state is missing or is not such a bar.
+    """
+    children = [states.get(str(ref).removeprefix("IPY_MODEL_"), {}).get("state", {})
+                for ref in box.get("children", [])]
+    if len(children) != 3 or any(not c for c in children):
+        return None
+    left, bar, right = children
+    if not bar.get("_model_name", "").endswith("ProgressModel"):
+        return None
+    from tqdm.std import Bar
+
+    def text(widget: dict) -> str:   # tqdm escapes the HTML and pads with figure spaces
+        return html.unescape(str(widget.get("value") or "")).replace("\u2007", " ")
+
+    value, top = bar.get("value", 0), bar.get("max", 0)
+    frac = min(max(value / top, 0.0), 1.0) if top else 0.0
+    return f"{text(left)}|{format(Bar(frac, 10, charset=Bar.UTF), '')}|{text(right)}"
+
+
+def freeze_progress_bars(nb: nbformat.NotebookNode) -> None:
+    """Replace each widget output by plain text of its final state (from the saved widget state).
+
+    The widget state is not committed (normalize drops it), so a committed widget view would
+    show the text/plain nbclient saved when the bar appeared ("  0%|          | 0/400 ..."),
+    or a widget error in JupyterLab. Without a saved state the text is kept as it is.
+    """
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW not in data:
+                continue
+            view = data.pop(WIDGET_VIEW)
+            final = _bar_text(states.get(view.get("model_id"), {}).get("state", {}), states)
+            if final is not None:
+                data["text/plain"] = final
+            elif "text/plain" not in data:
+                data["text/plain"] = ""
+
+
 def normalize(nb: nbformat.NotebookNode) -> None:
-    """Drop per-run metadata and number the code cells 1..n in order."""
+    """Drop per-run metadata, freeze progress bars and number the code cells 1..n in order."""
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    freeze_progress_bars(nb)
     nb.metadata.pop("widgets", None)
     lang = nb.metadata.get("language_info", {})
     lang.pop("version", None)
