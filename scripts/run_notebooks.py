@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/run_notebooks.py                 # every notebooks/*.ipynb
     .venv/bin/python scripts/run_notebooks.py notebooks/03_*.ipynb
+    .venv/bin/python scripts/run_notebooks.py --normalize-only notebooks/*.ipynb   # run nothing
 
 Each notebook runs from its own folder with a per-cell timeout, like nbval does in the
 test suite. Volatile metadata (execution timestamps) is dropped so that re-running a
@@ -74,10 +75,35 @@ def freeze_progress_bars(nb: nbformat.NotebookNode) -> None:
                 data["text/plain"] = ""
 
 
+def coalesce_streams(nb: nbformat.NotebookNode) -> None:
+    """Join consecutive outputs of one stream in a cell into one output.
+
+    The kernel flushes a stream when it likes: under load one ``print`` may reach the notebook
+    as two messages ("...training;" and "\\n"), and nbclient saves each as an output. What the
+    cell printed is the same either way (nbval joins them before it compares), so the committed
+    notebook keeps one output per run of a stream and its diff shows only what changed.
+    """
+    for cell in nb.cells:
+        outputs = cell.get("outputs")
+        if not outputs:
+            continue
+        joined: list = []
+        for out in outputs:
+            prev = joined[-1] if joined else None
+            if (out.get("output_type") == "stream" and prev is not None
+                    and prev.get("output_type") == "stream" and prev.get("name") == out.get("name")):
+                prev["text"] = prev["text"] + out["text"]
+            else:
+                joined.append(out)
+        cell.outputs = joined
+
+
 def normalize(nb: nbformat.NotebookNode) -> None:
-    """Drop per-run metadata, freeze progress bars and number the code cells 1..n in order."""
+    """Drop per-run metadata, freeze progress bars, join split stream outputs and number the
+    code cells 1..n in order."""
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     freeze_progress_bars(nb)
+    coalesce_streams(nb)
     nb.metadata.pop("widgets", None)
     lang = nb.metadata.get("language_info", {})
     lang.pop("version", None)
@@ -111,8 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--timeout", type=int, default=300, help="per-cell timeout in seconds")
+    parser.add_argument("--normalize-only", action="store_true",
+                        help="run nothing: only normalize the saved notebooks (metadata, counts, split streams)")
     args = parser.parse_args(argv)
     paths = args.notebooks or lesson_notebooks(ROOT / "notebooks")
+    if args.normalize_only:
+        for path in paths:
+            nb = nbformat.read(path, as_version=4)
+            normalize(nb)
+            nbformat.validate(nb)
+            nbformat.write(nb, path)
+            print(f"{path.name:45s} normalized", flush=True)
+        return 0
     total = 0.0
     for path in paths:
         elapsed = run(path, args.timeout)

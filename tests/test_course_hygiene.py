@@ -66,6 +66,10 @@ def test_notebook_is_committed_executed_and_clean(path: Path) -> None:
     assert counts == list(range(1, len(code) + 1)), "execute top to bottom in a fresh kernel (counts out of order)"
     for cell in code:
         src = "".join(cell["source"])
+        kinds = [(out["output_type"], out.get("name")) for out in cell["outputs"]]
+        assert not any(a == b and a[0] == "stream" for a, b in zip(kinds, kinds[1:])), (
+            f"one stream split over two outputs (the kernel flushed mid-print) in the cell:\n{src[:200]}\n"
+            f"join them: scripts/run_notebooks.py --normalize-only {path.relative_to(ROOT)}")
         for out in cell["outputs"]:
             assert out["output_type"] != "error", f"an error is saved in the cell:\n{src[:200]}"
             data = out.get("data", {})

@@ -92,3 +92,27 @@ def test_without_widget_state_the_text_stays_and_the_view_goes(run_notebooks) ->
     run_notebooks.normalize(nb)
     (out,) = _outputs(nb)
     assert out.data == {"text/plain": "  0%|          | 0/400 [00:00<?, ?step/s]"}
+
+
+def test_normalize_joins_a_stream_split_across_messages_and_nothing_else(run_notebooks) -> None:
+    out = nbformat.v4.new_output
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('a'); print('b')", outputs=[
+        out("stream", name="stdout", text="checkpoint in the second half;"),
+        out("stream", name="stdout", text="\n"),
+        out("stream", name="stderr", text="a warning\n"),
+        out("stream", name="stdout", text="after the warning\n"),
+        out("display_data", data={"text/plain": "100%|##########| 6/6"}),
+        out("stream", name="stdout", text="after the bar\n"),
+        out("stream", name="stdout", text="and more\n"),
+    ])]
+    run_notebooks.normalize(nb)
+    got = [(o["output_type"], o.get("name"), o.get("text", o.get("data", {}).get("text/plain"))) for o in _outputs(nb)]
+    assert got == [
+        ("stream", "stdout", "checkpoint in the second half;\n"),
+        ("stream", "stderr", "a warning\n"),
+        ("stream", "stdout", "after the warning\n"),
+        ("display_data", None, "100%|##########| 6/6"),
+        ("stream", "stdout", "after the bar\nand more\n"),
+    ]
+    nbformat.validate(nb)
