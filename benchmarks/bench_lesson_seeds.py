@@ -31,19 +31,29 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from run_notebooks import normalize  # noqa: E402  (bars' final text, split streams joined)
+
 TRAINING_LESSONS = ["01b", "04", "05", "07b", "08", "09", "10", "11", "12"]
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def _ignored_outputs(nb: nbformat.NotebookNode) -> list[tuple[str, list[str]]]:
-    """(first source line, output lines) of every NBVAL_IGNORE_OUTPUT cell, in order."""
+    """(first source line, output lines) of every NBVAL_IGNORE_OUTPUT cell, in order.
+
+    Read as the committed notebook would show them (``run_notebooks.normalize``: a progress bar
+    as its final text, a stream split over outputs joined); each output starts a new line, so a
+    bar or a figure's ``<Figure ...>`` text never runs into the line printed after it.
+    """
+    nb = nbformat.from_dict(nb)
+    normalize(nb)
     result = []
     for cell in nb.cells:
         if cell.cell_type != "code" or "# NBVAL_IGNORE_OUTPUT" not in cell.source:
             continue
         text = ""
         for out in cell.outputs:
-            text += "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            text += "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")) + "\n"
         lines = [line for line in text.splitlines() if line.strip() and not line.startswith("<Figure")]
         comments = [ln.strip().lstrip("#").strip() for ln in cell.source.splitlines() if ln.strip().startswith("#")]
         reasons = [c for c in comments if c != "NBVAL_IGNORE_OUTPUT"]
