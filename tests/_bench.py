@@ -1,4 +1,4 @@
-"""Load a benchmark script of benchmarks/ as a module, for the tests of its pieces."""
+"""Load a script of benchmarks/ or scripts/ as a module, for the tests of its pieces."""
 
 from __future__ import annotations
 
@@ -10,15 +10,24 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_benchmark(name: str) -> ModuleType:
-    """``benchmarks/<name>.py`` as a module (not left in ``sys.modules``)."""
-    path = ROOT / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+def _load(path: Path) -> ModuleType:
+    """``path`` as a module (not left in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # dataclasses look their module up there
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     try:
-        spec.loader.exec_module(bench)
+        spec.loader.exec_module(module)
     finally:
         del sys.modules[spec.name]
-    return bench
+    return module
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module."""
+    return _load(ROOT / "benchmarks" / f"{name}.py")
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module."""
+    return _load(ROOT / "scripts" / f"{name}.py")

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import nbformat
 import pytest
+from _bench import load_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("course_bench_lesson_seeds", ROOT / "benchmarks" / "bench_lesson_seeds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_lesson_seeds")
 
 
 def test_each_output_is_its_own_line_and_a_split_print_stays_one(bench) -> None:

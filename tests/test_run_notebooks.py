@@ -8,25 +8,18 @@ that no longer has a model.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from _bench import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture(scope="module")
 def run_notebooks():
-    spec = importlib.util.spec_from_file_location("course_run_notebooks", ROOT / "scripts" / "run_notebooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_notebooks")
 
 
 def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
