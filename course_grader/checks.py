@@ -34,6 +34,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
+from course_grader.i18n import N_
+
 __all__ = [
     "CheckFailed", "fresh_rng", "fresh_seed", "rand_int", "randn", "assert_tensor_close", "assert_shape",
     "assert_equal", "assert_number", "assert_choice", "assert_isinstance", "call", "call_method",
@@ -135,7 +137,7 @@ def _to_tensor(value: Any) -> Any:
 
 def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
+        return N_("a tensor of shape {shape}").format(shape=tuple(value.shape))
     return f"{type(value).__name__} {_short_repr(value)}"
 
 
@@ -152,9 +154,11 @@ def assert_shape(actual: Any, shape: Sequence[int], *, name: str) -> None:
     __tracebackhide__ = True
     actual = _to_tensor(actual)
     if not isinstance(actual, torch.Tensor):
-        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(shape)}, got {_describe(actual)}")
+        raise CheckFailed(N_("{name}: expected a tensor of shape {shape}, got {got}").format(
+            name=name, shape=tuple(shape), got=_describe(actual)))
     if tuple(actual.shape) != tuple(shape):
-        raise CheckFailed(f"{name}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
+        raise CheckFailed(N_("{name}: expected shape {shape}, got {got}").format(
+            name=name, shape=tuple(shape), got=tuple(actual.shape)))
 
 
 def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 1e-5,
@@ -180,13 +184,16 @@ def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 
     if not isinstance(expected, torch.Tensor):
         expected = torch.as_tensor(expected)
     if not isinstance(actual, torch.Tensor):
-        raise CheckFailed(f"{name}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(actual)}")
+        raise CheckFailed(N_("{name}: expected a tensor of shape {shape}, got {got}").format(
+            name=name, shape=tuple(expected.shape), got=_describe(actual)))
     if tuple(actual.shape) != tuple(expected.shape):
-        raise CheckFailed(f"{name}: expected shape {tuple(expected.shape)}, got {tuple(actual.shape)}")
+        raise CheckFailed(N_("{name}: expected shape {shape}, got {got}").format(
+            name=name, shape=tuple(expected.shape), got=tuple(actual.shape)))
     if check_dtype and actual.dtype != expected.dtype:
-        raise CheckFailed(f"{name}: expected dtype {expected.dtype}, got {actual.dtype}")
+        raise CheckFailed(N_("{name}: expected dtype {expected}, got {got}").format(
+            name=name, expected=expected.dtype, got=actual.dtype))
     if actual.is_complex() or expected.is_complex():
-        raise CheckFailed(f"{name}: complex tensors are not supported by this check")
+        raise CheckFailed(N_("{name}: complex tensors are not supported by this check").format(name=name))
     a = actual.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
     if a.numel() == 0:
@@ -194,25 +201,26 @@ def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 
     nan_a, nan_e = torch.isnan(a), torch.isnan(e)
     if not torch.equal(nan_a, nan_e):
         idx = _first_index(nan_a != nan_e)
-        where = "is NaN" if bool(nan_a[idx]) else "is not NaN"
-        raise CheckFailed(f"{name}: value at index {_fmt_idx(idx)} {where} (expected {_fmt(e[idx])}, "
-                             f"got {_fmt(a[idx])})")
+        where = (N_("{name}: value at index {index} is NaN (expected {expected}, got {got})") if bool(nan_a[idx])
+                 else N_("{name}: value at index {index} is not NaN (expected {expected}, got {got})"))
+        raise CheckFailed(where.format(name=name, index=_fmt_idx(idx), expected=_fmt(e[idx]), got=_fmt(a[idx])))
     inf_a = torch.isinf(a)
     inf_mismatch = (inf_a != torch.isinf(e)) | (inf_a & (a != e))
     if bool(inf_mismatch.any()):
         idx = _first_index(inf_mismatch)
-        raise CheckFailed(f"{name}: infinite value mismatch at index {_fmt_idx(idx)} (expected "
-                             f"{_fmt(e[idx])}, got {_fmt(a[idx])})")
+        raise CheckFailed(N_("{name}: infinite value mismatch at index {index} (expected {expected}, got {got})").format(
+            name=name, index=_fmt_idx(idx), expected=_fmt(e[idx]), got=_fmt(a[idx])))
     finite = ~(nan_a | inf_a)
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     bound = atol + rtol * torch.where(finite, e.abs(), torch.zeros_like(a))
     bad = err > bound
     if bool(bad.any()):
         idx = _first_max(torch.where(bad, err, torch.full_like(err, -1.0)))
-        raise CheckFailed(
-            f"{name}: max abs error {float(err[idx]):.3g} at index {_fmt_idx(idx)} (expected {_fmt(e[idx])}, "
-            f"got {_fmt(a[idx])}; atol {atol:g}, rtol {rtol:g}; {int(bad.sum())} of {a.numel()} values "
-            f"out of tolerance)")
+        raise CheckFailed(N_(
+            "{name}: max abs error {error} at index {index} (expected {expected}, got {got}; atol {atol}, "
+            "rtol {rtol}; {bad} of {total} values out of tolerance)").format(
+                name=name, error=f"{float(err[idx]):.3g}", index=_fmt_idx(idx), expected=_fmt(e[idx]),
+                got=_fmt(a[idx]), atol=f"{atol:g}", rtol=f"{rtol:g}", bad=int(bad.sum()), total=a.numel()))
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -256,16 +264,21 @@ def assert_equal(actual: Any, expected: Any, *, name: str, show_expected: bool =
         expected = tuple(expected)
     if isinstance(actual, torch.Size):
         actual = tuple(actual)
-    want = f"expected {_short_repr(expected)}, " if show_expected else ""
+    def wrong(got: str) -> CheckFailed:
+        if show_expected:
+            return CheckFailed(N_("{name}: expected {expected}, got {got}, which is not the right value").format(
+                name=name, expected=_short_repr(expected), got=got))
+        return CheckFailed(N_("{name}: got {got}, which is not the right value").format(name=name, got=got))
+
     if isinstance(expected, torch.Tensor):
         actual = _to_tensor(actual)
         if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or not torch.equal(actual, expected):
-            raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
+            raise wrong(_short_repr(actual))
         return
     if not _is_plain_value(actual):
-        raise CheckFailed(f"{name}: {want}got {_describe(actual)}, which is not the right value")
+        raise wrong(_describe(actual))
     if type(actual) is bool and type(expected) is not bool or actual != expected:
-        raise CheckFailed(f"{name}: {want}got {_short_repr(actual)}, which is not the right value")
+        raise wrong(_short_repr(actual))
 
 
 def _is_plain_value(value: Any) -> bool:
@@ -307,23 +320,24 @@ def as_number(answer: Any, *, name: str) -> float:
     """
     __tracebackhide__ = True
     if answer is None:
-        raise CheckFailed(f"{name}: not answered (still None)")
+        raise CheckFailed(N_("{name}: not answered (still None)").format(name=name))
     answer = _numpy_scalar_value(answer)
     if type(answer) in (int, float):
         try:
             return float(answer)
         except OverflowError:   # an int of hundreds of digits: no float holds it
-            raise CheckFailed(f"{name}: expected a number of ordinary size, got an integer of "
-                              f"{answer.bit_length()} bits") from None
+            raise CheckFailed(N_("{name}: expected a number of ordinary size, got an integer of {bits} bits").format(
+                name=name, bits=answer.bit_length())) from None
     if type(answer) is str:
         try:
             return float(answer.strip())
         except ValueError:
-            raise CheckFailed(f"{name}: expected a number, got the string {_short_repr(answer)}") from None
+            raise CheckFailed(N_("{name}: expected a number, got the string {got}").format(
+                name=name, got=_short_repr(answer))) from None
     if type(answer) is torch.Tensor and answer.numel() == 1 and not answer.dtype.is_complex \
             and answer.dtype != torch.bool:
         return float(answer.item())
-    raise CheckFailed(f"{name}: expected a number, got {_describe(answer)}")
+    raise CheckFailed(N_("{name}: expected a number, got {got}").format(name=name, got=_describe(answer)))
 
 
 def as_shape(answer: Any, *, name: str) -> tuple[int, ...]:
@@ -342,12 +356,12 @@ def as_shape(answer: Any, *, name: str) -> tuple[int, ...]:
     """
     __tracebackhide__ = True
     if answer is None:
-        raise CheckFailed(f"{name}: not answered (still None)")
+        raise CheckFailed(N_("{name}: not answered (still None)").format(name=name))
     if type(answer) in (tuple, list, torch.Size):
         dims = [_numpy_scalar_value(n) for n in answer]
         if all(type(n) is int for n in dims):
             return tuple(dims)
-    raise CheckFailed(f"{name}: expected a tuple of ints, got {_describe(answer)}")
+    raise CheckFailed(N_("{name}: expected a tuple of ints, got {got}").format(name=name, got=_describe(answer)))
 
 
 def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1e-6,
@@ -364,7 +378,7 @@ def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1
     __tracebackhide__ = True
     value = as_number(answer, name=name)
     if not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
-        raise CheckFailed(f"{name}: {value:g} is not the right value")
+        raise CheckFailed(N_("{name}: {value} is not the right value").format(name=name, value=f"{value:g}"))
 
 
 def _normalise_choice(value: str) -> str:
@@ -391,17 +405,19 @@ def assert_choice(answer: Any, correct: str | Iterable[str], *, name: str,
     """
     __tracebackhide__ = True
     if answer is None:
-        raise CheckFailed(f"{name}: not answered (still None)")
+        raise CheckFailed(N_("{name}: not answered (still None)").format(name=name))
     if type(answer) is not str:
-        raise CheckFailed(f"{name}: expected one of the choices as a string, got {_describe(answer)}")
+        raise CheckFailed(N_("{name}: expected one of the choices as a string, got {got}").format(
+            name=name, got=_describe(answer)))
     accepted = {_normalise_choice(c) for c in ([correct] if isinstance(correct, str) else correct)}
     given = _normalise_choice(answer)
     if choices is not None:
         valid = [_normalise_choice(c) for c in choices]
         if given not in valid:
-            raise CheckFailed(f"{name}: {answer!r} is not one of the choices {', '.join(valid)}")
+            raise CheckFailed(N_("{name}: {answer} is not one of the choices {choices}").format(
+                name=name, answer=repr(answer), choices=", ".join(valid)))
     if given not in accepted:
-        raise CheckFailed(f"{name}: {answer!r} is not the right choice")
+        raise CheckFailed(N_("{name}: {answer} is not the right choice").format(name=name, answer=repr(answer)))
 
 
 def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
@@ -420,7 +436,8 @@ def assert_isinstance(obj: Any, cls: type | str, *, name: str) -> None:
         names = [f"{c.__module__}.{c.__qualname__}" for c in type(obj).__mro__]
     aliases = {qualname, qualname.replace("torch.nn.modules.module.", "torch.nn.")}
     if not any(n in aliases or n.replace("torch.nn.modules.module.", "torch.nn.") in aliases for n in names):
-        raise CheckFailed(f"{name}: expected an instance of {qualname}, got {names[0] if names else '?'}")
+        raise CheckFailed(N_("{name}: expected an instance of {expected}, got {got}").format(
+            name=name, expected=qualname, got=names[0] if names else "?"))
 
 
 def _is_fatal(exc: BaseException) -> bool:
@@ -438,7 +455,7 @@ def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: 
         Whatever ``fn`` returns.
     """
     __tracebackhide__ = True  # IPython and pytest: show the learner's frames, not this one
-    label = name or getattr(fn, "__name__", None) or "your function"
+    label = name or getattr(fn, "__name__", None) or N_("your function")
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - reported to the learner
@@ -446,7 +463,7 @@ def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: 
             raise
         detail = getattr(exc, "learner_message", None) or (f"{type(exc).__name__}: {exc}" if str(exc)
                                                            else type(exc).__name__)
-        failure = CheckFailed(f"calling {label} raised {detail}")
+        failure = CheckFailed(N_("calling {label} raised {detail}").format(label=label, detail=detail))
         remote = getattr(exc, "learner_traceback", None)
         failure.learner_traceback = remote or ""  # type: ignore[attr-defined]
         if remote is not None:  # in the grader: the sandbox sent the learner's frames; ours are not shown
@@ -461,5 +478,5 @@ def call_method(obj: Any, method: str, *args: Any, name: str | None = None, **kw
     try:
         bound = getattr(obj, method)
     except AttributeError:
-        raise CheckFailed(f"{label}: the object has no method {method!r}") from None
+        raise CheckFailed(N_("{label}: the object has no method {method}").format(label=label, method=repr(method))) from None
     return call(bound, *args, name=label, **kwargs)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Sequence
 
+from course_grader.i18n import N_, files_language, gettext_for, translate_message
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
@@ -83,17 +84,17 @@ def resolve_assignment(spec: str, *, answer_key: str | None = None,
         assign = Assignment.load(key)
         if key.is_dir() and assign.name != spec and spec:
             assign = Assignment(spec, assign.directory, assign.notebooks, assign.origin)
-        return AnswerKey(assign, "given with --answer-key")
+        return AnswerKey(assign, N_("given with --answer-key"))
     path = Path(spec)
     if path.exists() and (path.is_file() or any(path.glob("*.ipynb"))):
-        return AnswerKey(Assignment.load(path), "given as a path")
+        return AnswerKey(Assignment.load(path), N_("given as a path"))
     from course_grader.nbgrader_export import find_course_root, load_course
     root = find_course_root(*search_from, Path.cwd())
     if root is not None:
         course = load_course(root)
         cand = course.source / spec
         if cand.is_dir():
-            return AnswerKey(Assignment.load(cand), f"the nbgrader course at {course.root}")
+            return AnswerKey(Assignment.load(cand), N_("the nbgrader course at {root}").format(root=course.root))
         raise NotebookError(f"the nbgrader course at {course.root} has no {cand.relative_to(course.root)}/: "
                             "give the assignment's name as in its source folder, or --answer-key PATH")
     # never the package's own location: an installed grader has no answer keys (issue 18)
@@ -216,7 +217,10 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
 
     def report(res: SubmissionResult) -> None:
         if progress:
-            print(f"  {res.student}: {res.total:g}/{res.max_total:g}  {res.status}  ({res.duration:.1f} s)", flush=True)
+            _ = gettext_for(res.language)   # the class's language: its learners' notebooks'
+            print("  " + _("{student}: {total}/{max_total}  {status}  ({seconds} s)").format(
+                student=res.student, total=f"{res.total:g}", max_total=f"{res.max_total:g}",
+                status=translate_message(str(res.status), res.language), seconds=f"{res.duration:.1f}"), flush=True)
 
     def drive(slot: int) -> None:
         worker: _Worker | None = None
@@ -441,17 +445,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotebookError as exc:
         print(f"course-grade: {exc}", file=sys.stderr)
         return 2
+    teacher = files_language(nb.path for nb in assignment.notebooks.values())   # the teacher's lines
+    _ = gettext_for(teacher)
     if not args.quiet:
-        print(f"answer key: {key.path} ({key.origin})")
+        print(_("answer key: {path} ({origin})").format(path=key.path, origin=translate_message(key.origin, teacher)))
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # gradebooks are private (issue 9)
     os.chmod(top, 0o700)
     for old, new in rotate_previous(out):
-        print(f"previous {old.name} kept as {new}")
+        print(_("previous {old} kept as {new}").format(old=old.name, new=new))
     if not args.quiet:
-        print(f"grading {len(submissions)} submission(s) of {assignment.name} with {args.jobs} job(s)")
+        print(_("grading {count} submission(s) of {assignment} with {jobs} job(s)").format(
+            count=len(submissions), assignment=assignment.name, jobs=args.jobs))
     start = time.monotonic()
     results = grade_class(assignment, submissions, jobs=args.jobs, config=config, seed=args.seed,
                           progress=not args.quiet)
@@ -462,8 +469,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "sha256": answer_key_digest(assignment)})
     lms = write_lms_csv(top)
     if not args.quiet:
-        print(f"wrote {paths['csv']}, {paths['json']} and {paths['feedback']}/ "
-              f"in {time.monotonic() - start:.1f} s; class summary for an LMS: {lms}")
+        print(_("wrote {csv}, {json} and {feedback}/ in {seconds} s; class summary for an LMS: {lms}").format(
+            csv=paths['csv'], json=paths['json'], feedback=paths['feedback'],
+            seconds=f"{time.monotonic() - start:.1f}", lms=lms))
     if course is not None:
         from course_grader.nbgrader_export import export_to_nbgrader
         problems: list[str] = []
@@ -475,6 +483,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in problems:
             print(f"course-grade: --to-nbgrader: {line}", file=sys.stderr)
         if not args.quiet:
-            print(f"wrote {len(done)} submission(s) into {course.db_url} and {course.feedback}/ "
-                  f"(nbgrader export, formgrader and release_feedback now see them)")
+            print(_("wrote {count} submission(s) into {db} and {feedback}/ (nbgrader export, formgrader and "
+                    "release_feedback now see them)").format(count=len(done), db=course.db_url, feedback=course.feedback))
     return 0

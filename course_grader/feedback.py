@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from course_grader.i18n import gettext_for, html_lang
+from course_grader.i18n import gettext_for, html_lang, label, translate_message
 from course_grader.runner import SubmissionResult
 
 __all__ = ["render_html", "render_text", "unclean_cell_lines"]
@@ -23,6 +23,7 @@ def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[s
     """Text lines naming the learner's cells that did not run cleanly, each with the last
     lines of its traceback (learner frames only); no lines when every cell ran."""
     _ = gettext_for(language)
+    m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
     errors = [c for c in cells if c.get("status") not in ("ok", None)]
     if not errors:
         return []
@@ -30,7 +31,7 @@ def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[s
                           "as in JupyterLab):")]
     for c in errors:
         lines.append("    " + _("cell {number}: {status}: {message}").format(
-            number=int(c['index']) + 1, status=c['status'], message=c.get('message', '')))
+            number=int(c['index']) + 1, status=m(c['status']), message=m(c.get('message', ''))))
         tb = str(c.get("traceback", "")).rstrip()
         if tb:
             lines.extend("      " + d for d in tb.splitlines()[-6:])
@@ -41,24 +42,25 @@ def render_text(result: SubmissionResult) -> str:
     """Plain-text feedback, in the language of the learner's notebook."""
     language = result.language
     _ = gettext_for(language)
+    m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
     lines = [_("Assignment {assignment} — {student}").format(assignment=result.assignment, student=result.student),
              _("Score: {total} / {max_total}").format(total=_pts(result.total), max_total=_pts(result.max_total))
-             + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=result.status)), ""]
+             + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=m(result.status))), ""]
     for nb in result.notebooks:
         if len(result.notebooks) > 1:
             lines.append(_("Notebook {notebook}:").format(notebook=nb.notebook))
         for t in nb.tests:
             if t.skipped:
-                lines.append(f"  [{_('hidden'):^8}] {t.grade_id}: {t.message}")
+                lines.append(f"  [{label(_('hidden'))}] {t.grade_id}: {m(t.message)}")
                 continue
             mark = _("PASS") if t.passed else _("FAIL")
-            lines.append(f"  [{mark:^8}] {t.grade_id} ({_pts(t.points)}/{_pts(t.max_points)})"
-                         + ("" if t.passed else f": {t.message}"))
+            lines.append(f"  [{label(mark)}] {t.grade_id} ({_pts(t.points)}/{_pts(t.max_points)})"
+                         + ("" if t.passed else f": {m(t.message)}"))
             if t.details and not t.passed:
                 lines.extend("             " + d for d in t.details.rstrip().splitlines())
         lines += unclean_cell_lines(nb.cells, language)
         for note in nb.notes:
-            lines.append("  " + _("Note: {note}").format(note=note))
+            lines.append("  " + _("Note: {note}").format(note=m(note)))
     return "\n".join(lines) + "\n"
 
 
@@ -73,8 +75,9 @@ def render_html(result: SubmissionResult) -> str:
     learner's notebook (``result.language``)."""
     language = result.language
     _ = gettext_for(language)
+    m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
     e = html.escape
-    status = "" if result.status == "ok" else " — " + _("status: {status}").format(status=f"<b>{e(result.status)}</b>")
+    status = "" if result.status == "ok" else " — " + _("status: {status}").format(status=f"<b>{e(m(result.status))}</b>")
     parts = ["<!DOCTYPE html>", f"<html lang=\"{html_lang(language)}\"><head><meta charset=\"utf-8\">",
              "<title>" + e(_("Feedback: {assignment} — {student}").format(assignment=result.assignment,
                                                                           student=result.student)) + "</title>",
@@ -92,7 +95,7 @@ def render_html(result: SubmissionResult) -> str:
             elif t.passed:
                 verdict = f"<span class=\"pass\">{e(_('passed'))}</span>"
             else:
-                verdict = f"<span class=\"fail\">{e(_('failed'))}</span>: {e(t.message)}"
+                verdict = f"<span class=\"fail\">{e(_('failed'))}</span>: {e(m(t.message))}"
                 if t.details:
                     verdict += f"<pre>{e(t.details)}</pre>"
             parts.append(f"<tr><td>{e(t.grade_id)}</td><td>{_pts(t.points)} / {_pts(t.max_points)}</td>"
@@ -104,12 +107,12 @@ def render_html(result: SubmissionResult) -> str:
                          "<p>" + e(_("(cells counted from 1, top to bottom, as in JupyterLab)")) + "</p>")
             for c in bad:
                 parts.append("<p>" + _("Cell {number}: {status} — {message}").format(
-                    number=int(c['index']) + 1, status=f"<b>{e(str(c['status']))}</b>",
-                    message=e(str(c.get('message', '')))) + "</p>")
+                    number=int(c['index']) + 1, status=f"<b>{e(m(c['status']))}</b>",
+                    message=e(m(c.get('message', '')))) + "</p>")
                 if c.get("traceback"):
                     parts.append(f"<pre>{e(str(c['traceback']))}</pre>")
         for note in nb.notes:
-            parts.append(f"<div class=\"note\">{e(note)}</div>")
+            parts.append(f"<div class=\"note\">{e(m(note))}</div>")
     parts.append("<p><small>" + e(_("Tests are run on fresh random inputs each time; the grader checks what your "
                                     "code does. Output printed by your code is not used for scoring.")) + "</small></p>")
     parts.append("</body></html>")

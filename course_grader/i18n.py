@@ -8,7 +8,8 @@ means English, and nothing from it reaches a file name, a path or a message.
 
 Messages are marked in the code as ``_("...")`` with a literal English text (the msgid), and
 formatted after translation with ``str.format`` (named fields only). The Chinese texts are
-in ``course_grader/locale/zh_CN/LC_MESSAGES/course_grader.po`` (package data), read with
+in ``course_grader/locale/zh_CN/LC_MESSAGES/course_grader.po`` (package data; the zh_TW one is
+generated from it by ``scripts/i18n.py convert``), read with
 polib when first needed; tests/test_grading_i18n.py fails when a marked message has no
 Chinese entry, when an entry is fuzzy or no longer used, or when the fields of a translation
 differ from its English. Only learner-facing text is translated (the ``--check`` report,
@@ -19,12 +20,15 @@ feedback pages, the "About the checks" cell of released notebooks); the teacher'
 from __future__ import annotations
 
 import gettext
+import re
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["DEFAULT", "LANGUAGES", "DOMAIN", "LOCALE_DIR", "normalise_language", "notebook_language",
-           "translation", "gettext_for", "catalogue_path", "html_lang"]
+           "translation", "gettext_for", "catalogue_path", "html_lang", "translate_message", "label",
+           "files_language"]
 
 #: The language of every message when a notebook names none we know.
 DEFAULT = "en"
@@ -37,8 +41,11 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 LANGUAGES = {
     "en": DEFAULT, "en-us": DEFAULT, "en-gb": DEFAULT,
     "zh-cn": "zh_CN", "zh": "zh_CN", "zh-hans": "zh_CN", "zh-hans-cn": "zh_CN", "zh-sg": "zh_CN",
+    # Traditional Chinese (the zh-TW edition, issue 32): Taiwan, Hong Kong, Macau
+    "zh-tw": "zh_TW", "zh-hant": "zh_TW", "zh-hant-tw": "zh_TW", "zh-hk": "zh_TW", "zh-hant-hk": "zh_TW",
+    "zh-mo": "zh_TW", "zh-hant-mo": "zh_TW",
 }
-_HTML_LANG = {DEFAULT: "en", "zh_CN": "zh-CN"}
+_HTML_LANG = {DEFAULT: "en", "zh_CN": "zh-CN", "zh_TW": "zh-TW"}
 _MAX_TAG = 32
 
 
@@ -91,6 +98,79 @@ def translation(language: str) -> gettext.NullTranslations:
                             if e.msgstr and not e.obsolete and "fuzzy" not in e.flags})
 
 
+#: A message longer than this is shown as it is (matching it against the templates would cost
+#: time on text the learner's code can make arbitrarily long; the grader caps messages anyway).
+MAX_MATCHED = 600
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+@lru_cache(maxsize=None)
+def _templates(language: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The catalogue's messages with ``{fields}`` as patterns: the literal text must match, each
+    field matches any text on one line. Longest literal first; all-field messages are left out."""
+    trans = translation(language)
+    out = []
+    for msgid, msgstr in getattr(trans, "_catalogue", {}).items():
+        names = _FIELD.findall(msgid)
+        literal = _FIELD.sub("", msgid)
+        if not names or len(re.sub(r"\W", "", literal)) < 3:
+            continue
+        parts, last, seen = [], 0, set()
+        for m in _FIELD.finditer(msgid):
+            name = m.group(1)
+            parts.append(re.escape(msgid[last:m.start()]) + (f"(?P={name})" if name in seen else f"(?P<{name}>[^\n]*?)"))
+            seen.add(name)
+            last = m.end()
+        parts.append(re.escape(msgid[last:]))
+        out.append((len(literal), re.compile("".join(parts), re.S), msgstr))
+    return tuple((rx, msgstr) for _, rx, msgstr in sorted(out, key=lambda t: -t[0]))
+
+
+def translate_message(message: str, language: str | None, _depth: int = 0) -> str:
+    """A message the grader made in English (a check's failure, a test's or a cell's status, a
+    note) in ``language``: an exact catalogue entry, or a marked template (``N_("... {name} ...")``)
+    whose literal text matches, translated with its fields filled in (each field translated in
+    turn: a message may quote another). Anything else, such as the learner's own exception
+    text, is left as it is."""
+    language = language or DEFAULT
+    if language == DEFAULT or not isinstance(message, str) or not message or len(message) > MAX_MATCHED:
+        return message
+    trans = translation(language)
+    exact = trans.gettext(message)
+    if exact is not message and exact != message:
+        return exact
+    if _depth >= 3:
+        return message
+    for rx, msgstr in _templates(language):
+        m = rx.fullmatch(message)
+        if m:
+            return msgstr.format(**{k: translate_message(v, language, _depth + 1) for k, v in m.groupdict().items()})
+    return message
+
+
+def files_language(paths: Any) -> str:
+    """The language of a set of notebooks the teacher wrote (an assignment's source notebooks):
+    the first one's :func:`notebook_language`; English when none can be read. The teacher's
+    terminal lines follow it (a class made from zh/solutions reads Chinese)."""
+    import json
+
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return notebook_language(json.load(f))
+        except (OSError, ValueError, RecursionError):
+            continue
+    return DEFAULT
+
+
+def label(text: str, width: int = 8) -> str:
+    """``text`` centred in ``width`` columns as a terminal shows it (a CJK character takes two),
+    so that ``[  通过  ]`` lines up with ``[ 未通过 ]`` and ``[  PASS  ]``."""
+    wide = sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+    pad = max(0, width - wide)
+    return " " * (pad // 2) + text + " " * (pad - pad // 2)
+
+
 def gettext_for(language: str | None) -> Callable[[str], str]:
     """``_`` for one language: ``_("Score: {total}").format(total=...)``."""
     return translation(language or DEFAULT).gettext
@@ -104,3 +184,8 @@ def html_lang(language: str | None) -> str:
 def N_(message: str) -> str:
     """Mark a message for the catalogue without translating it here (translated where shown)."""
     return message
+
+
+#: The words the grader shows for a learner cell's status (course_grader.rpc.CellRun.status) and a
+#: submission's (course_grader.runner.Status): translated where shown, with translate_message.
+STATUS_WORDS = (N_("error"), N_("died"), N_("skipped"), N_("timeout"))

@@ -24,7 +24,7 @@ from enum import Enum
 from pathlib import Path
 
 from course_grader import checks
-from course_grader.i18n import notebook_language
+from course_grader.i18n import N_, notebook_language
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
@@ -113,12 +113,12 @@ class Status(str, Enum):
     A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
 
     OK = "ok"
-    TIMEOUT = "timeout"            # the learner's code was stopped (the sandbox restarted once)
-    SANDBOX_DIED = "sandbox died"
-    INVALID = "invalid notebook"   # not JSON, truncated, nested too deeply, ...
-    REFUSED = "refused"            # a link, a FIFO, a device, too big
-    MISSING = "missing"
-    GRADER_ERROR = "grader error"  # a bug of ours: the row is still written, with zeros
+    TIMEOUT = N_("timeout")        # the learner's code was stopped (the sandbox restarted once)
+    SANDBOX_DIED = N_("sandbox died")
+    INVALID = N_("invalid notebook")   # not JSON, truncated, nested too deeply, ...
+    REFUSED = N_("refused")            # a link, a FIFO, a device, too big
+    MISSING = N_("missing")
+    GRADER_ERROR = N_("grader error")  # a bug of ours: the row is still written, with zeros
 
     def __str__(self) -> str:
         return str(self.value)
@@ -179,26 +179,27 @@ def read_submission(path: str | Path, student: str, max_bytes: int = MAX_NOTEBOO
         try:
             st = os.lstat(comp)
         except OSError as exc:
-            raise SubmissionRefused(f"cannot read {comp.name}: {exc.strerror}") from None
+            raise SubmissionRefused(N_("cannot read {name}: {reason}").format(name=comp.name, reason=exc.strerror)) from None
         last = i == len(parts) - 1
         if stat.S_ISLNK(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is a symbolic link; submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is a symbolic link; submit the notebook file itself").format(name=comp.name))
         if not last and not stat.S_ISDIR(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is not a folder")
+            raise SubmissionRefused(N_("{name} is not a folder").format(name=comp.name))
         if last and not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is not a regular file (a FIFO, a device or a folder); "
-                                    "submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is not a regular file (a FIFO, a device or a folder); "
+                                       "submit the notebook file itself").format(name=comp.name))
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise SubmissionRefused(f"cannot open {p.name}: {exc.strerror}") from None
+        raise SubmissionRefused(N_("cannot open {name}: {reason}").format(name=p.name, reason=exc.strerror)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(f"{p.name} is not a regular file; submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is not a regular file; submit the notebook file itself").format(name=p.name))
         if st.st_size > max_bytes:
-            raise SubmissionRefused(f"{p.name} is {st.st_size / 2**20:.1f} MB, more than the "
-                                    f"{max_bytes / 2**20:.0f} MB accepted; clear the outputs and re-save it")
+            raise SubmissionRefused(N_("{name} is {size} MB, more than the {limit} MB accepted; clear the outputs "
+                                       "and re-save it").format(name=p.name, size=f"{st.st_size / 2**20:.1f}",
+                                                                limit=f"{max_bytes / 2**20:.0f}"))
         chunks, total = [], 0
         while total <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
@@ -241,13 +242,14 @@ def _bound_notebook(result: "NotebookResult") -> None:
             clean[str(key)] = value
         cells.append(clean)
     if len(result.cells) > MAX_CELLS_RECORDED:
-        result.notes.append(f"only the first {MAX_CELLS_RECORDED} cells are recorded "
-                            f"({len(result.cells)} ran)")
+        result.notes.append(N_("only the first {recorded} cells are recorded ({ran} ran)").format(
+            recorded=MAX_CELLS_RECORDED, ran=len(result.cells)))
     if budget <= 0:
-        result.notes.append(f"printed output beyond {MAX_OUTPUT_CHARS} characters in total was not kept")
+        result.notes.append(N_("printed output beyond {chars} characters in total was not kept").format(
+            chars=MAX_OUTPUT_CHARS))
     result.cells = cells
     notes = [safe_text(n, 1000) for n in result.notes]
-    result.notes = notes[:MAX_NOTES] + ([f"... {len(notes) - MAX_NOTES} more notes"] if len(notes) > MAX_NOTES
+    result.notes = notes[:MAX_NOTES] + ([N_("... {count} more notes").format(count=len(notes) - MAX_NOTES)] if len(notes) > MAX_NOTES
                                         else [])
     for t in result.tests:
         t.message = safe_text(t.message, 2000)
@@ -269,12 +271,12 @@ def _assert_message(exc: BaseException, test: TestCell, source_text: str, filena
         if frame.f_code.co_filename == filename:
             lineno = line
     if lineno is None:
-        return "a check failed"
+        return N_("a check failed")
     if not public_only and lineno in test.hidden_lines:
-        return "a hidden check failed (hidden tests are not shown)"
+        return N_("a hidden check failed (hidden tests are not shown)")
     lines = source_text.split("\n")
     shown = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
-    return f"check failed: {shown}" if shown else "a check failed"
+    return N_("check failed: {line}").format(line=shown) if shown else N_("a check failed")
 
 
 def _no_code(source: str) -> bool:
@@ -290,10 +292,10 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden)
     if public_only and _no_code(source_text):
         out.skipped = True
-        out.message = "hidden test: run only by the grader"
+        out.message = N_("hidden test: run only by the grader")
         return out
     if session is None:
-        out.message = "not run: the sandbox could not start"
+        out.message = N_("not run: the sandbox could not start")
         return out
     if public_only:
         # the learner's self-check: the test cells come from the checked notebook itself, so
@@ -306,7 +308,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
             for prefix in ("CheckFailed: ", "AssertionError: "):
                 if text.startswith(prefix):
                     text = text[len(prefix):]
-            out.message = text.strip() or "a check failed"
+            out.message = text.strip() or N_("a check failed")
             out.details = run.traceback
         return out
     try:
@@ -318,7 +320,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     try:
         code = compile(source_text, filename, "exec")
     except SyntaxError as exc:
-        out.message = f"the test cell does not compile ({exc.msg}); tell your teacher"
+        out.message = N_("the test cell does not compile ({error}); tell your teacher").format(error=exc.msg)
         return out
     checks.begin_test(seed_base, test.grade_id)
     sink = io.StringIO()
@@ -335,10 +337,11 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         out.message = str(exc)
     except NameError as exc:
         name = getattr(exc, "name", None)
-        out.message = (f"the test needs `{name}`, which your notebook does not define (did the cell that "
-                       "defines it fail? see the cell errors below)" if name else f"NameError: {exc}")
+        out.message = (N_("the test needs `{name}`, which your notebook does not define (did the cell that "
+                          "defines it fail? see the cell errors below)").format(name=name) if name
+                       else f"NameError: {exc}")
     except Exception as exc:  # noqa: BLE001 - any failure of a test cell costs its points
-        out.message = f"the test raised {type(exc).__name__}: {exc}"[:2000]
+        out.message = N_("the test raised {error}: {detail}").format(error=type(exc).__name__, detail=exc)[:2000]
     else:
         out.passed = True
         out.points = test.points
@@ -387,10 +390,11 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
                 owners = [o.grade_id for o in failed
                           if o is not out and callee in subjects.get(o.grade_id, ()) and name not in subjects.get(o.grade_id, ())]
                 if owners:
-                    hints.append(f"{name} uses your {callee}, which failed its own check ({', '.join(owners)}): "
-                                 f"fix {callee} first")
+                    hints.append(N_("{name} uses your {callee}, which failed its own check ({owners}): "
+                                    "fix {callee} first").format(name=name, callee=callee, owners=", ".join(owners)))
         if hints:
-            out.message = (out.message + " — note: " + "; ".join(dict.fromkeys(hints)))
+            out.message = N_("{message} — note: {hints}").format(message=out.message,
+                                                                  hints="; ".join(dict.fromkeys(hints)))
 
 
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
@@ -419,7 +423,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.notes.append(unsafe_note(config))
     if submission is None:
         result.status = Status.MISSING
-        result.tests = _fail_all(source, column_prefix, "no notebook submitted")
+        result.tests = _fail_all(source, column_prefix, N_("no notebook submitted"))
         return result
     try:
         learner = _load_submission(submission, student if student is not None else Path(submission).stem)
@@ -427,8 +431,9 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         refused = isinstance(exc, SubmissionRefused)
         result.status = Status.REFUSED if refused else Status.INVALID
         result.notes.append(str(exc))
-        why = "your submission was refused" if refused else "your notebook could not be read"
-        result.tests = _fail_all(source, column_prefix, f"{why}: {exc}")
+        why = (N_("your submission was refused: {reason}") if refused
+               else N_("your notebook could not be read: {reason}"))
+        result.tests = _fail_all(source, column_prefix, why.format(reason=exc))
         _bound_notebook(result)
         return result
     result.language = notebook_language(learner)
@@ -457,8 +462,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             if step.kind == "learner":
                 if over_budget or session is None:
                     result.cells.append({"index": step.index, "status": "skipped",
-                                         "message": "not run: grading time budget exceeded" if over_budget
-                                         else "not run: the sandbox could not start"})
+                                         "message": N_("not run: grading time budget exceeded") if over_budget
+                                         else N_("not run: the sandbox could not start")})
                     continue
                 if not step.source.strip():
                     continue
@@ -469,17 +474,17 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                 column = column_prefix + step.test.grade_id
                 if over_budget:
                     result.tests.append(TestOutcome(step.test.grade_id, column, 0.0, step.test.points, False,
-                                                    f"not run: the grading time budget of "
-                                                    f"{config.submission_timeout:g} s was exceeded",
+                                                    N_("not run: the grading time budget of {seconds} s was "
+                                                       "exceeded").format(seconds=f"{config.submission_timeout:g}"),
                                                     hidden=step.test.has_hidden))
                     continue
                 result.tests.append(_run_test(session, step.test, column, seed_base, public_only))
         if session is not None:
             imported = session.loaded_reference()
             if imported:
-                result.notes.append("Your code imports the course's reference implementation ("
-                                    + ", ".join(imported) + "). The grader checks what your code does, not "
-                                    "where it comes from, but your teacher can see this note.")
+                result.notes.append(N_("Your code imports the course's reference implementation ({modules}). The "
+                                       "grader checks what your code does, not where it comes from, but your "
+                                       "teacher can see this note.").format(modules=", ".join(imported)))
     finally:
         if session is not None:
             session.close()

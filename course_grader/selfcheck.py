@@ -25,7 +25,7 @@ import nbformat
 from nbgrader.utils import compute_checksum
 
 from course_grader.feedback import unclean_cell_lines
-from course_grader.i18n import DEFAULT, gettext_for, notebook_language
+from course_grader.i18n import DEFAULT, gettext_for, label, notebook_language, translate_message
 from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
@@ -211,31 +211,32 @@ def render_check(report: CheckReport) -> str:
     """The self-check report as text (what ``course-grade --check`` prints), in the language
     of the checked notebook."""
     _ = gettext_for(report.language)
+    m = lambda text: translate_message(str(text), report.language)  # noqa: E731 - a grader's message, translated
     lines = [_("Self-check of {assignment}, notebook {notebook}: public checks only").format(
         assignment=report.assignment, notebook=report.notebook), ""]
     for t in report.tests:
         if t.kind == "hidden":
-            lines.append(f"  [{_('hidden'):^8}] " + _("{test} ({points} points): hidden tests only, run when your "
+            lines.append(f"  [{label(_('hidden'))}] " + _("{test} ({points} points): hidden tests only, run when your "
                                                      "teacher grades").format(test=t.grade_id, points=_pts(t.points)))
         elif t.kind == "not checked":
             lines.append("  [  ????  ] " + _("{test} ({points} points): {message}").format(
                 test=t.grade_id, points=_pts(t.points), message=t.message))
         elif t.kind == "public":
             mark = _("PASS") if t.passed else _("FAIL")
-            lines.append(f"  [{mark:^8}] {t.grade_id} ({_pts(t.points if t.passed else 0)}/{_pts(t.points)})"
-                         + ("" if t.passed else f": {t.message}"))
+            lines.append(f"  [{label(mark)}] {t.grade_id} ({_pts(t.points if t.passed else 0)}/{_pts(t.points)})"
+                         + ("" if t.passed else f": {m(t.message)}"))
         else:
             mark = _("PASS") if t.passed else _("FAIL")
             verdict = (_("public part passed") if t.passed
-                       else _("public part failed: {message}").format(message=t.message))
+                       else _("public part failed: {message}").format(message=m(t.message)))
             tail = (_("; its {points} point(s) are decided by hidden tests") if t.kind == "public+hidden"
                     else _("; worth {points} point(s)")).format(points=_pts(t.points))
-            lines.append(f"  [{mark:^8}] {t.grade_id}: {verdict}{tail}")
+            lines.append(f"  [{label(mark)}] {t.grade_id}: {verdict}{tail}")
         if t.details and not t.passed:
             lines.extend("             " + d for d in t.details.rstrip().splitlines())
     lines += unclean_cell_lines(report.cells, report.language)
     for note in report.notes:
-        lines.append("  " + _("Note: {note}").format(note=note))
+        lines.append("  " + _("Note: {note}").format(note=m(note)))
     lines.append("")
     rest = report.max_points - report.public_max
     if report.hidden_known:

@@ -35,14 +35,16 @@ LESSON_GLOB = "[0-9][0-9]*_*.ipynb"   # 04_name.ipynb, and 07a_/07b_ for a lesso
 LANGUAGES = {
     "en": ("notebooks", "solutions", None),
     "zh-CN": ("zh/notebooks", "zh/solutions", "zh_CN"),
+    # Traditional Chinese (Taiwan, Hong Kong): JupyterLab's language pack jupyterlab-language-pack-zh-TW
+    "zh-TW": ("zh-TW/notebooks", "zh-TW/solutions", "zh_TW"),
 }
 TRANSLATION_PLUGIN = "@jupyterlab/translation-extension:plugin"
-BUILD_HINT = ("build the Chinese edition first: `.venv/bin/python scripts/i18n.py build` "
-              "and `bash scripts/generate_exercises.sh` (README.zh-CN.md)")
+BUILD_HINT = ("build the Chinese editions first: `.venv/bin/python scripts/i18n.py build` "
+              "and `bash scripts/generate_exercises.sh` (README.zh-CN.md, README.zh-TW.md)")
 
 
 def language(value: str | None) -> str:
-    """The class language for ``value`` (``en``, ``zh-CN``; ``zh_CN`` and case accepted;
+    """The class language for ``value`` (``en``, ``zh-CN``, ``zh-TW``; ``zh_CN`` and case accepted;
     empty: ``en``); a clear error for anything else."""
     raw = (value or "en").strip()
     for name in LANGUAGES:
@@ -87,7 +89,7 @@ def solutions_dir(lang: str, repo: Path = REPO) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("overrides", "lessons", "solutions"))
-    p.add_argument("--language", default=None, help="en or zh-CN (default: $COURSE_LANGUAGE, else en)")
+    p.add_argument("--language", default=None, help="en, zh-CN or zh-TW (default: $COURSE_LANGUAGE, else en)")
     p.add_argument("--base", type=Path, default=REPO / "deploy" / "jupyter" / "lab-overrides.json")
     args = p.parse_args(argv)
     import os

@@ -14,6 +14,7 @@
 #   sudo bash deploy/install.sh
 #   sudo COURSE_PREFIX=/opt/attention-course COURSE_EXCHANGE=/srv/nbgrader/exchange bash deploy/install.sh
 #   sudo COURSE_LANGUAGE=zh-CN bash deploy/install.sh        # a class in Chinese
+#   sudo COURSE_LANGUAGE=zh-TW bash deploy/install.sh        # a class in Traditional Chinese (zh-TW/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD

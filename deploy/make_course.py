@@ -112,7 +112,8 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
         owner: Unix user who owns the course (only when running as root).
         students: learner ids to add to the gradebook.
         release: also release each assignment into the exchange.
-        language: ``en`` or ``zh-CN``: which edition's sources (``solutions/`` or ``zh/solutions/``).
+        language: ``en``, ``zh-CN`` or ``zh-TW``: which edition's sources (``solutions/``, ``zh/solutions/``
+            or ``zh-TW/solutions/``).
         solutions: the folder of source assignments instead (e.g. a Chinese edition built elsewhere).
 
     Returns:
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--students", nargs="*", default=[], help="learner ids to add to the gradebook")
     p.add_argument("--release", action="store_true", help="release the assignments into the exchange")
     p.add_argument("--language", default=os.environ.get("COURSE_LANGUAGE") or "en",
-                   help="en or zh-CN: the edition of the assignments (default: $COURSE_LANGUAGE, else en)")
+                   help="en, zh-CN or zh-TW: the edition of the assignments (default: $COURSE_LANGUAGE, else en)")
     args = p.parse_args(argv)
     names = args.assignments or sorted(p.name for p in (REPO / "solutions").iterdir()
                                        if p.is_dir() and any(p.glob("*.ipynb")))

@@ -93,7 +93,7 @@ def parse_line(line: str, where: str) -> Term:
 def read_terms(parts: Path = PARTS) -> list[Term]:
     """All terms, first introduction wins; raises ValueError naming file and line on bad rows."""
     seen: dict[str, Term] = {}
-    for path in sorted(parts.glob("*.tsv")):
+    for path in sorted(parts.glob("[0-9]*.tsv")):   # NN.tsv per lesson; usage.tsv is read by scripts/i18n.py
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
@@ -104,7 +104,24 @@ def read_terms(parts: Path = PARTS) -> list[Term]:
     return sorted(seen.values(), key=lambda t: t.english.lower())
 
 
+def _i18n():
+    """scripts/i18n.py: its usage rows and its zh-TW converter (OpenCC + i18n/zh_TW/overrides.tsv)."""
+    import importlib.util
+
+    if "course_i18n" in sys.modules:
+        return sys.modules["course_i18n"]
+    spec = importlib.util.spec_from_file_location("course_i18n", Path(__file__).resolve().parent / "i18n.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["course_i18n"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def render(terms: list[Term]) -> str:
+    i18n = _i18n()
+    tw = i18n.Converter(i18n.EDITIONS["zh_TW"])
+    usage = i18n.read_usage()
     lines = [
         "# Glossary / 术语表",
         "",
@@ -116,13 +133,33 @@ def render(terms: list[Term]) -> str:
         "",
         "## 术语 / Terms",
         "",
-        "| English | 中文 | 其他译名 / alternatives | meaning | lesson |",
-        "| --- | --- | --- | --- | --- |",
+        "The 正體中文 (zh-TW) column is what the Traditional Chinese edition writes: the 中文 name through",
+        "OpenCC's Taiwan conversion (s2twp) and the reviewed overrides in `i18n/zh_TW/overrides.tsv`.",
+        "",
+        "| English | 中文 | 正體中文 (zh-TW) | 其他译名 / alternatives | meaning | lesson |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for term in terms:
-        cells = [c.replace("|", "\\|") for c in (term.english, term.chinese, ALT_SEP.join(term.alternatives),
-                                                 term.meaning)]
-        lines.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {term.lesson} |")
+        cells = [c.replace("|", "\\|") for c in (term.english, term.chinese, tw(term.chinese),
+                                                 ALT_SEP.join(term.alternatives), term.meaning)]
+        lines.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {cells[4]} | {term.lesson} |")
+    lines += [
+        "",
+        "## 译文用词 / Words of the translation",
+        "",
+        "Words the Chinese text uses for things that are not lesson terms, and the names it does not use:",
+        "`scripts/i18n.py lint` (tests/test_i18n.py) rejects each name of the third column in a",
+        "translation, and `scripts/i18n.py fix` replaces those marked fixable. Generated from",
+        "`docs/glossary/usage.tsv`. The lint also rejects a bare English \"notebook\" and \"96.6 %\" (Chinese",
+        "text writes 96.6%).",
+        "",
+        "| English | 中文 | 正體中文 (zh-TW) | 不用 / rejected | fixable | note |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in usage:
+        rejected = ALT_SEP.join(w.split("=")[0] for w in row.rejected)
+        cells = [c.replace("|", "\\|") for c in (row.english, row.chinese, tw(row.chinese), rejected, row.note)]
+        lines.append(f"| {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {'yes' if row.fix else 'no'} | {cells[4]} |")
     return "\n".join(lines) + "\n"
 
 

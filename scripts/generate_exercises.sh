@@ -5,7 +5,7 @@
 # `scripts/i18n.py build`). Deterministic: re-running gives no diff.
 #   bash scripts/generate_exercises.sh                    # all assignments, both editions
 #   bash scripts/generate_exercises.sh lesson03_scoring   # some
-#   bash scripts/generate_exercises.sh --edition zh-CN    # one edition (en or zh-CN)
+#   bash scripts/generate_exercises.sh --edition zh-CN    # one edition (en, zh-CN or zh-TW)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}

@@ -1,4 +1,5 @@
-"""A Chinese lesson in JupyterLab's Chinese interface, in a real browser (issue 23).
+"""A Chinese lesson in JupyterLab's Chinese interface, in a real browser (issue 23), for each edition:
+zh-CN in the Simplified Chinese interface, zh-TW in the Traditional Chinese one (issue 32).
 
 Starts ``jupyter lab`` on 127.0.0.1 (a free port, token auth) with everything it writes in a
 temporary folder - settings (locale ``zh_CN``, as the class hub presets it), workspaces,
@@ -43,12 +44,25 @@ pytestmark = [pytest.mark.browser]
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-#: JupyterLab user settings of the test: the Chinese interface, and no news pop-up.
-SETTINGS = {
-    "@jupyterlab/translation-extension/plugin.jupyterlab-settings": {"locale": "zh_CN"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                        "checkForUpdates": False},
+#: The editions in their JupyterLab interface (issue 32: zh-TW too): folder, notebook language
+#: tag, JupyterLab locale (the language pack), and an element of the interface with the words it
+#: must show in that language. The zh-TW language pack (4.5) leaves the main menu's titles in
+#: English, but translates the file browser (名稱 for Name, "1 分鐘前" for "1 minute ago").
+EDITIONS = {
+    "zh-CN": ("zh", "zh-CN", "zh_CN", (".lm-MenuBar-itemLabel", {"文件", "编辑", "查看", "设置", "帮助"})),
+    "zh-TW": ("zh-TW", "zh-TW", "zh_TW", (".jp-DirListing-headerItemText", {"名稱"})),
 }
+
+
+def _settings(locale: str) -> dict:
+    """JupyterLab user settings of the test: the edition's interface, and no news pop-up."""
+    return {
+        "@jupyterlab/translation-extension/plugin.jupyterlab-settings": {"locale": locale},
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                            "checkForUpdates": False},
+    }
+
+
 
 
 def _free_port() -> int:
@@ -57,11 +71,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _lesson(root: Path) -> Path:
-    """zh/notebooks/03_*.ipynb under ``root``: copied from the repository if committed, else built."""
-    committed = sorted((REPO / "zh" / "notebooks").glob("03_*.ipynb"))
-    target_dir = root / "zh" / "notebooks"
-    if committed:
+def _lesson(root: Path, folder: str = "zh") -> Path:
+    """<folder>/notebooks/03_*.ipynb under ``root``: copied from the repository if committed, else
+    built (zh/ only)."""
+    committed = sorted((REPO / folder / "notebooks").glob("03_*.ipynb"))
+    target_dir = root / folder / "notebooks"
+    if committed or folder != "zh":
+        assert committed, f"{folder}/notebooks/03_*.ipynb missing: run `scripts/i18n.py build`"
         target_dir.mkdir(parents=True)
         shutil.copy(committed[0], target_dir / committed[0].name)
         return target_dir / committed[0].name
@@ -70,12 +86,12 @@ def _lesson(root: Path) -> Path:
     return built[0]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A ``jupyter lab`` serving ``tmp_path/work`` with the Chinese interface preset; yields
-    (base URL, token, work folder); stopped (with its kernels) at the end."""
+@pytest.fixture(params=list(EDITIONS))
+def lab(tmp_path, request):
+    """A ``jupyter lab`` serving ``tmp_path/work`` with an edition's interface preset; yields
+    (base URL, token, work folder, edition); stopped (with its kernels) at the end."""
     work, settings = tmp_path / "work", tmp_path / "settings"
-    for rel, value in SETTINGS.items():
+    for rel, value in _settings(EDITIONS[request.param][2]).items():
         f = settings / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(json.dumps(value), encoding="utf-8")
@@ -111,7 +127,7 @@ def lab(tmp_path):
                 raise AssertionError("jupyter lab did not answer within 90 s:\n"
                                      + (tmp_path / "lab.log").read_text(errors="replace")[-3000:])
             time.sleep(0.5)
-        yield base, token, work
+        yield base, token, work, request.param
     finally:
         try:
             os.killpg(proc.pid, 15)   # the server we started and the kernels it started
@@ -166,33 +182,35 @@ def _check_glyphs(page, selector: str, chars: str) -> dict:
 def test_chinese_lesson_in_chinese_jupyterlab(lab):
     from playwright.sync_api import sync_playwright
 
-    base, token, work = lab
-    lesson = _lesson(work)
+    base, token, work, edition = lab
+    folder, tag, _locale, (ui, words) = EDITIONS[edition]
+    lesson = _lesson(work, folder)
     rel = lesson.relative_to(work).as_posix()
     nb = json.loads(lesson.read_text("utf-8"))
-    assert nb["metadata"]["course"]["language"] == "zh-CN"
+    assert nb["metadata"]["course"]["language"] == tag
     artifacts = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-browser-zh-"))
     artifacts.mkdir(parents=True, exist_ok=True)
     print(f"\nbrowser test screenshot: {artifacts}")
-    shot = artifacts / "zh-lesson-03.png"
+    shot = artifacts / f"{folder}-lesson-03.png"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=["--disable-dev-shm-usage", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 860}, locale="zh-CN")
+            page = browser.new_page(viewport={"width": 1280, "height": 860}, locale=tag)
             page.goto(f"{base}/lab/tree/{rel}?token={token}", wait_until="domcontentloaded", timeout=90_000)
             try:
-                # the interface is in Chinese: the first menu of the menu bar is 文件 (File)
-                page.locator(".lm-MenuBar-itemLabel", has_text="文件").first.wait_for(timeout=90_000)
+                # the interface is in the edition's language: 文件 (File) in the menu bar, 名稱 (Name) in
+                # the file browser
+                page.locator(ui, has_text=sorted(words)[0]).first.wait_for(timeout=90_000)
                 heading = page.locator(".jp-Notebook .jp-RenderedMarkdown h1").first
                 heading.wait_for(timeout=90_000)
                 page.wait_for_timeout(1500)   # fonts and the rest of the first screen
             finally:
                 page.screenshot(path=str(shot))
-            labels = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
-            assert {"文件", "编辑", "查看", "设置", "帮助"} <= set(labels), f"menu bar not in Chinese: {labels}"
+            labels = [t.strip() for t in page.locator(ui).all_inner_texts()]
+            assert words <= set(labels), f"{ui} not in the {edition} interface: {labels}"
             menu_chars = "".join(dict.fromkeys(CJK.findall("".join(labels))))
-            _check_glyphs(page, ".lm-MenuBar-itemLabel", menu_chars)
+            _check_glyphs(page, ui, menu_chars)
             # the lesson's Chinese text in its own fonts: the heading (translated, or not yet),
             # and the first markdown cell's text (its Chinese: the translation, or at least the
             # Chinese names of the key terms that the English lessons carry)

@@ -282,3 +282,29 @@ def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> No
         [c["source"] for c in want["cells"] if c["cell_type"] == "code"]
     with pytest.raises(SystemExit, match="unknown course language"):
         mod["make_course"](tmp_path / "c2", ["lesson03_scoring"], language="fr")
+
+
+def test_traditional_chinese_class_presets_the_zh_tw_interface_and_edition(tmp_path: Path) -> None:
+    """COURSE_LANGUAGE=zh-TW (issue 32): JupyterLab's zh-TW interface for everyone, the zh-TW lessons
+    and assignments; the language pack is installed with the course."""
+    mod = _lang_mod()
+    base = json.loads((DEPLOY / "jupyter" / "lab-overrides.json").read_text())
+    tw = mod["lab_overrides"](base, "zh-TW")
+    assert tw["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_TW"}
+    assert mod["language"]("zh_tw") == "zh-TW"
+    import importlib.util
+    spec = importlib.util.find_spec("jupyterlab_language_pack_zh_TW")
+    assert spec is not None, "jupyterlab-language-pack-zh-TW is not installed: `bash scripts/setup.sh`"
+    assert (Path(spec.origin).parent / "locale" / "zh_TW").is_dir()
+    assert '"jupyterlab-language-pack-zh-TW' in (REPO / "pyproject.toml").read_text()
+    env = dict(os.environ, COURSE_LANGUAGE="zh-TW")
+    out = subprocess.run([sys.executable, "-I", str(DEPLOY / "course_language.py"), "overrides"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    assert json.loads(out) == tw
+    assert mod["lessons_dir"]("zh-TW") == REPO / "zh-TW" / "notebooks"
+    assert mod["solutions_dir"]("zh-TW") == REPO / "zh-TW" / "solutions"
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    (repo / "notebooks" / "03_b.ipynb").write_text("{}")
+    with pytest.raises(SystemExit, match=r"zh-TW/notebooks: lessons missing \(03_b.ipynb\).*scripts/i18n.py build"):
+        mod["lessons_dir"]("zh-TW", repo)

@@ -31,7 +31,7 @@ from course_lessons import lesson_id, lesson_key, lesson_notebooks
 ROOT = Path(__file__).resolve().parent.parent
 # lesson id ("4", "1a", "7b") -> notebook; lesson_key orders ids in teaching order
 NOTEBOOKS = {lesson_id(p): p for p in lesson_notebooks(ROOT / "notebooks")}
-TSVS = sorted((ROOT / "docs" / "glossary").glob("*.tsv"))
+TSVS = sorted((ROOT / "docs" / "glossary").glob("[0-9]*.tsv"))   # usage.tsv: the translation's word rules
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 

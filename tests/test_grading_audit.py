@@ -205,7 +205,8 @@ def test_assert_equal_never_shows_a_hidden_expected_value():
     assert "[0, 0, 1, 1]" in str(err.value)
 
 
-_RELEASED = sorted((ROOT / "exercises").glob("*/*.ipynb")) + sorted((ROOT / "zh" / "exercises").glob("*/*.ipynb"))
+_RELEASED = sorted((ROOT / "exercises").glob("*/*.ipynb")) + sorted((ROOT / "zh" / "exercises").glob("*/*.ipynb")) \
+    + sorted((ROOT / "zh-TW" / "exercises").glob("*/*.ipynb"))
 
 
 def _displayed_value(source: str) -> str | None:

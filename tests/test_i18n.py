@@ -35,28 +35,35 @@ def _load_i18n():
 
 
 i18n = _load_i18n()
-DOCS = i18n.documents()
+DOCS = i18n.all_documents()     # every edition: zh_CN (zh/) and zh_TW (zh-TW/)
 
 
 def _id(doc) -> str:
-    return doc.english.relative_to(ROOT).as_posix()
+    return f"{doc.edition.lang}:{doc.english.relative_to(ROOT).as_posix()}"
 
 
 # ---------------------------------------------------------------- the repository, as committed
 
 
-def test_every_lesson_and_assignment_has_a_catalogue():
+@pytest.mark.parametrize("ed", list(i18n.EDITIONS.values()), ids=lambda e: e.lang)
+def test_every_lesson_and_assignment_has_a_catalogue(ed):
     lessons = lesson_notebooks(ROOT / "notebooks")
     sources = sorted((ROOT / "solutions").glob("*/*.ipynb"))
     assert len(lessons) >= 11 and len(sources) >= 10
-    assert {d.english for d in DOCS} == set(lessons) | set(sources)
+    assert {d.english for d in DOCS if d.edition == ed} == set(lessons) | set(sources)
     missing = [d.catalogue.relative_to(ROOT).as_posix() for d in DOCS if not d.catalogue.exists()]
     assert not missing, f"run `scripts/i18n.py update`: {missing}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_id)
 def test_catalogue_is_in_step_with_the_english(doc):
-    """`update` would change nothing: every English markdown cell is an entry, no entry is stale."""
+    """`update` would change nothing: every English markdown cell is an entry, no entry is stale;
+    a generated edition's catalogue is what `convert` makes of its source edition's."""
+    if doc.edition.source:
+        assert i18n.converted(doc, _converter(doc.edition)) == doc.catalogue.read_text(encoding="utf-8"), (
+            f"{doc.catalogue.relative_to(ROOT)} is not what `scripts/i18n.py convert` makes of the "
+            f"{doc.edition.source} catalogue: run it (never edit a generated catalogue by hand)")
+        return
     assert i18n.updated(doc) == doc.catalogue.read_text(encoding="utf-8"), (
         f"{doc.english.relative_to(ROOT)} changed since {doc.catalogue.relative_to(ROOT)} was updated: "
         "run `.venv/bin/python scripts/i18n.py update`, translate the fuzzy and new entries, then `build`")
@@ -68,9 +75,18 @@ def test_every_entry_is_translated_and_none_is_fuzzy(doc):
     assert not problems, "\n".join(problems)
 
 
+_CONVERTERS: dict = {}
+
+
+def _converter(ed):
+    if ed.lang not in _CONVERTERS:
+        _CONVERTERS[ed.lang] = i18n.Converter(ed)
+    return _CONVERTERS[ed.lang]
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=_id)
 def test_translations_keep_math_code_links_and_headings(doc):
-    problems = i18n.lint(doc)
+    problems = i18n.lint(doc, _converter(doc.edition) if doc.edition.source else None)
     assert not problems, "\n".join(problems)
 
 
@@ -90,7 +106,7 @@ def test_code_cells_and_outputs_are_the_english_ones(doc):
     md = [i18n._source(c) for c in chinese["cells"] if c["cell_type"] == "markdown" and i18n._source(c).strip()]
     cjk = [t for t in md if re.search(r"[\u4e00-\u9fff]{4}", t)]
     assert len(cjk) >= 0.9 * len(md), f"{len(md) - len(cjk)} of {len(md)} markdown cells have no Chinese sentence"
-    assert chinese["metadata"]["course"]["language"] == "zh-CN"
+    assert chinese["metadata"]["course"]["language"] == doc.edition.tag
 
 
 def test_the_check_command_passes_on_the_repository():
@@ -245,3 +261,126 @@ def test_the_script_builds_from_a_clean_copy(tmp_path):
     for doc in DOCS:
         built = copy / doc.output.relative_to(ROOT)
         assert built.read_text(encoding="utf-8") == doc.output.read_text(encoding="utf-8"), built
+
+
+# ---------------------------------------------------------------- a self-contained edition (issue 32)
+
+
+def _edition_notebooks() -> list[Path]:
+    return sorted(p for ed in i18n.EDITIONS.values() for part in ("notebooks", "solutions", "exercises")
+                  for p in (ROOT / ed.folder / part).rglob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", _edition_notebooks(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_path_from_an_edition_into_the_english_files(path):
+    """A Chinese lesson sends the learner to the Chinese assignment, a Chinese assignment to the
+    Chinese lesson: every `notebooks/...`, `exercises/...`, `solutions/...` in its markdown is the
+    edition's own (zh/..., zh-TW/...), and that file exists."""
+    folder = path.relative_to(ROOT).parts[0]
+    for i, cell in enumerate(i18n.read_notebook(path)["cells"], start=1):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = i18n._source(cell)
+        assert not i18n.english_paths(text), f"{path.relative_to(ROOT)} cell {i}: {i18n.english_paths(text)}"
+        for m in re.finditer(rf"(?<![\w./-]){re.escape(folder)}/(notebooks|exercises|solutions)/[\w./-]*\w", text):
+            assert (ROOT / m.group(0)).exists(), f"{path.relative_to(ROOT)} cell {i}: {m.group(0)} does not exist"
+
+
+def test_paths_are_rewritten_by_the_build_not_the_catalogue():
+    text = "计分作业：`exercises/lesson03_scoring/`，见 [第 3 课](notebooks/03_x.ipynb) 和 `zh/notebooks/a.ipynb`。"
+    assert i18n.localise_paths(text, "zh-TW") == (
+        "计分作业：`zh-TW/exercises/lesson03_scoring/`，见 [第 3 课](zh-TW/notebooks/03_x.ipynb) 和 `zh/notebooks/a.ipynb`。")
+    assert i18n.english_paths(text) == ["exercises/", "notebooks/"]
+    # the lint still wants the catalogue's inline code to be the English's: the rule lives in the build
+    assert i18n.lint_entry("Assignment: `exercises/lesson03_scoring/`.", "计分作业：`exercises/lesson03_scoring/`。",
+                           usage=[]) == []
+
+
+def test_the_mini_course_builds_edition_paths(tmp_path):
+    root, doc = _mini_course(tmp_path)
+    po = i18n.load_catalogue(doc.catalogue)
+    po[0].msgstr += "\n计分作业：`exercises/lesson03_scoring/`"
+    doc.catalogue.write_text(i18n.catalogue_text(po), encoding="utf-8")
+    built = i18n.notebook_text(i18n.build(doc, root=root))
+    assert "`zh/exercises/lesson03_scoring/`" in built and "`exercises/" not in built
+
+
+USAGE = i18n.read_usage()
+
+
+@pytest.mark.parametrize("wrong, right", [(w.split("=")[0], w.split("=")[1] if "=" in w else r.chinese)
+                                          for r in USAGE for w in r.rejected if re.search(r"[\u4e00-\u9fff]", w)])
+def test_the_lint_rejects_the_words_the_glossary_rejects(wrong, right):
+    problems = i18n.lint_entry("Some English.", f"这是{wrong}的例子。")
+    assert any(p.startswith("usage:") and repr(wrong) in p for p in problems), problems
+    assert not any(p.startswith("usage:") for p in i18n.lint_entry("Some English.", f"这是{right}的例子。"))
+
+
+@pytest.mark.parametrize("text", ["准确率为 96.6 %。", "这个 notebook 的单元格", "这些 Notebooks 里"])
+def test_the_lint_rejects_percent_spacing_and_english_notebook(text):
+    assert any(p.startswith("usage:") for p in i18n.lint_entry("x", text))
+
+
+def test_the_fixer_fixes_prose_and_leaves_code_links_and_urls():
+    text = "被屏蔽的键占 96.6 %；`x = '96.6 %'`；[分词器](https://example.org/分词器) 和分词器、评分作业。"
+    assert i18n.fix_text(text) == ("被掩蔽的键占 96.6%；`x = '96.6 %'`；[词元分析器](https://example.org/分词器) "
+                                   "和词元分析器、计分作业。")
+    assert i18n.fix_text(i18n.fix_text(text)) == i18n.fix_text(text)           # idempotent: re-run after a merge
+
+
+def test_a_bad_usage_row_is_a_clear_error(tmp_path):
+    bad = tmp_path / "usage.tsv"
+    bad.write_text("tokenizer\t词元分析器\t分词器\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="usage.tsv:1: expected"):
+        i18n.read_usage(bad)
+
+
+def test_english_labels_in_formulas_are_caught_and_their_translation_allowed():
+    english = r"$$h = z \odot h' \qquad\text{so}\qquad c = 1 &&\text{candidate hidden state}, d_\text{model}$$"
+    kept = english
+    translated = r"$$h = z \odot h' \qquad\text{因此}\qquad c = 1 &&\text{候选隐状态}, d_\text{model}$$"
+    assert any(p.startswith("math: English label") for p in i18n.lint_entry(english, kept))
+    assert i18n.lint_entry(english, translated) == []
+    # a name stays a name, and the rest of the formula still has to be the English's
+    assert i18n.english_in_math(r"$\text{len}_\text{pred}$") == []
+    assert any(p.startswith("math changed") for p in i18n.lint_entry(english, translated.replace("c = 1", "c = 2")))
+
+
+# ---------------------------------------------------------------- the zh-TW edition: generated from zh-CN
+
+ZH_TW = i18n.EDITIONS["zh_TW"]
+
+
+@pytest.mark.parametrize("simplified, traditional", [
+    ("模型的参数", "模型的參數"), ("前缀", "前綴"), ("循环神经网络", "循環神經網路"), ("评分函数", "評分函數"),
+    ("扩展", "擴展"), ("局部", "局部"), ("抛出异常", "拋出異常"),
+    ("方差", "變異數"), ("掩码", "遮罩"), ("掩蔽 softmax", "遮蔽 softmax"), ("单元格", "儲存格"), ("翻译质量", "翻譯品質"),
+    ("层规范化（layer normalization）", "層正規化（layer normalization）"), ("注意力汇聚", "注意力池化"),
+    ("贪心解码", "貪婪解碼"), ("束搜索", "集束搜尋"), ("强制教学", "教師強制"),
+])
+def test_the_overrides_give_the_taiwan_terms(simplified, traditional):
+    assert _converter(ZH_TW)(simplified) == traditional
+
+
+def test_the_converter_keeps_code_links_and_urls():
+    text = "调用 `注意力汇聚()`，见 [文档](https://example.org/数据) 和 <https://example.org/a>。"
+    assert _converter(ZH_TW)(text) == "呼叫 `注意力汇聚()`，見 [文件](https://example.org/数据) 和 <https://example.org/a>。"
+
+
+def test_a_changed_zh_cn_entry_makes_the_zh_tw_catalogue_stale(tmp_path):
+    root, doc = _mini_course(tmp_path)
+    shutil.copytree(ROOT / "i18n" / "zh_TW", root / "i18n" / "zh_TW", ignore=shutil.ignore_patterns("*.po"))
+    (tw,) = i18n.documents(root, ZH_TW)
+    convert = i18n.Converter(ZH_TW, root)
+    tw.catalogue.parent.mkdir(parents=True, exist_ok=True)
+    tw.catalogue.write_text(i18n.converted(tw, convert, root), encoding="utf-8")
+    tw.output.parent.mkdir(parents=True, exist_ok=True)
+    tw.output.write_text(i18n.notebook_text(i18n.build(tw, root=root)), encoding="utf-8")
+    assert i18n.check(root) == []
+    assert i18n.read_notebook(tw.output)["metadata"]["course"]["language"] == "zh-TW"
+    po = i18n.load_catalogue(doc.catalogue)
+    po[0].msgstr = po[0].msgstr.replace("译文", "参数的译文")
+    doc.catalogue.write_text(i18n.catalogue_text(po), encoding="utf-8")
+    assert any("not what `scripts/i18n.py convert` makes" in p for p in i18n.check(root))
+    tw.catalogue.write_text(i18n.converted(tw, convert, root), encoding="utf-8")
+    assert "參數的譯文" in tw.catalogue.read_text(encoding="utf-8")

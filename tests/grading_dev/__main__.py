@@ -1,4 +1,4 @@
-"""``python -m grading_dev generate [ASSIGNMENT ...] [--root .] [--edition en|zh-CN]``."""
+"""``python -m grading_dev generate [ASSIGNMENT ...] [--root .] [--edition en|zh-CN|zh-TW]``."""
 
 from __future__ import annotations
 

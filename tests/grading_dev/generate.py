@@ -19,7 +19,8 @@ from pathlib import Path
 __all__ = ["EDITIONS", "list_assignments", "generate_exercises", "generate_editions"]
 
 #: Edition -> (source folder, release folder), relative to the repository.
-EDITIONS = {"en": ("solutions", "exercises"), "zh-CN": ("zh/solutions", "zh/exercises")}
+EDITIONS = {"en": ("solutions", "exercises"), "zh-CN": ("zh/solutions", "zh/exercises"),
+            "zh-TW": ("zh-TW/solutions", "zh-TW/exercises")}
 
 
 def list_assignments(root: str | Path, source: str | Path = "solutions") -> list[str]:
