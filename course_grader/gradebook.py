@@ -2,9 +2,13 @@
 
 Everything is written from the grader's memory after every sandbox process is dead,
 each file atomically (temporary file in the same directory + ``os.replace``). A previous
-gradebook is never overwritten: it is renamed ``grades.<timestamp>.csv`` (and likewise
-``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) before grading starts. Each
-assignment has its own folder (``<out>/<assignment>/``), and :func:`write_lms_csv` sums them up.
+gradebook is never overwritten: ``course-grade`` writes the new one into a staging folder,
+and only when it is complete renames the previous one ``grades.<timestamp>.csv`` (and
+likewise ``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) and moves the new one in
+(an interrupted run leaves the previous gradebook where it was; see
+:mod:`course_grader.journal`). Each assignment has its own folder (``<out>/<assignment>/``),
+and :func:`write_lms_csv` sums them up. Text cells go through the CSV sink's guard
+(:func:`course_grader.sinks.csv_cell`).
 """
 
 from __future__ import annotations
