@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Sequence
@@ -42,6 +43,7 @@ from typing import Sequence
 from course_grader.i18n import N_, files_language, gettext_for, translate_message
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
+from course_grader.sinks import terminal, terminal_block
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
 
@@ -64,37 +66,103 @@ class AnswerKey:
         return Path(self.assignment.origin or self.assignment.directory).resolve()
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` is ``folder`` or below it (both resolved)."""
+    return path == folder or folder in path.parents
+
+
+def _learner_writable(path: Path, submissions: Path | None, course=None) -> str | None:
+    """Why ``path`` (resolved) is a place learners may write, or None when none is detected:
+    inside the submissions folder (or the nbgrader course's submitted/, autograded/,
+    feedback/ folders), or writable by every user (a world-writable file, or a folder on the
+    way without the sticky bit that keeps others from replacing what is in it)."""
+    places = [("the submissions folder", submissions)]
+    if course is not None:
+        places += [("the nbgrader course's submitted/ folder", course.submitted),
+                   ("the nbgrader course's autograded/ folder", course.autograded),
+                   ("the nbgrader course's feedback/ folder", course.feedback)]
+    for what, folder in places:
+        if folder is not None and _inside(path, Path(folder).resolve()):
+            return f"it is inside {what} ({Path(folder).resolve()}), where learners' files are"
+    for part in (path, *path.parents):
+        try:
+            st = os.stat(part)
+        except OSError:
+            continue
+        writable = st.st_mode & 0o002
+        sticky = st.st_mode & 0o1000
+        if writable and not (part != path and sticky):
+            return f"{part} can be written by every user of this machine"
+    return None
+
+
+def _check_key(key: AnswerKey, submissions: Path | None, course=None) -> AnswerKey:
+    """Refuse an answer key (its folder or any of its notebooks) in a learner-writable place."""
+    paths = [key.path, *(nb.path.resolve() for nb in key.assignment.notebooks.values())]
+    for path in paths:
+        why = _learner_writable(path, submissions, course)
+        if why:
+            raise NotebookError(f"refusing the answer key {path}: {why}. Its test cells run with your rights, "
+                                "outside the sandbox, so it must be the course's own source/<assignment>/ or "
+                                "--answer-key PATH outside the submissions")
+    return key
+
+
 def resolve_assignment(spec: str, *, answer_key: str | None = None,
-                       search_from: Sequence[str | Path] = ()) -> AnswerKey:
+                       search_from: Sequence[str | Path] = (), submissions: str | Path | None = None) -> AnswerKey:
     """Find the answer key (instructor source) of an assignment.
 
-    In order: an explicit ``answer_key`` path; ``spec`` itself when it is a path; the
-    ``source/<spec>`` folder of the nbgrader course found upwards from ``search_from`` (the
-    submissions folder) and then the current directory (its ``nbgrader_config.py`` may
-    rename ``source``; the course repository's own config points to ``solutions/``); and
-    last the course repository's ``solutions/<spec>``.
+    In order: an explicit ``answer_key`` path; ``spec`` when it is written as a path (it holds
+    a ``/`` or ends in ``.ipynb``: a bare name is never looked up in the current folder, which
+    may be the submissions folder, where a learner's folder can carry the assignment's name);
+    else the ``source/<spec>`` folder of the nbgrader course found upwards from
+    ``search_from`` (the submissions folder) and then the current directory (its
+    ``nbgrader_config.py`` may rename ``source``; the course repository's own config points to
+    ``solutions/``). An ``nbgrader_config.py`` inside a learner's folder is never read.
+
+    The answer key's test cells run with the teacher's rights, outside the sandbox, so a key
+    inside ``submissions`` (or the course's submitted/autograded/feedback folders) or in a
+    world-writable place is refused.
 
     Raises:
-        NotebookError: nothing found, or an nbgrader course without that assignment.
+        NotebookError: nothing found, an nbgrader course without that assignment, or a key in
+            a learner-writable place.
     """
-    if answer_key:
-        key = Path(answer_key)
-        if not key.exists():
-            raise NotebookError(f"--answer-key {answer_key}: no such file or folder")
-        assign = Assignment.load(key)
-        if key.is_dir() and assign.name != spec and spec:
-            assign = Assignment(spec, assign.directory, assign.notebooks, assign.origin)
-        return AnswerKey(assign, N_("given with --answer-key"))
-    path = Path(spec)
-    if path.exists() and (path.is_file() or any(path.glob("*.ipynb"))):
-        return AnswerKey(Assignment.load(path), N_("given as a path"))
     from course_grader.nbgrader_export import find_course_root, load_course
-    root = find_course_root(*search_from, Path.cwd())
+    subs = Path(submissions).resolve() if submissions is not None else None
+    starts = [Path(p) for p in search_from] + [Path.cwd()]
+    if subs is not None:  # never a course config found inside a learner's folder
+        starts = [p for p in starts if not (p.resolve() != subs and _inside(p.resolve(), subs))]
+    root = find_course_root(*starts)
+    if root is not None and subs is not None and root.resolve() != subs and _inside(root.resolve(), subs):
+        raise NotebookError(f"the nbgrader_config.py found at {root} is inside the submissions folder {subs}: "
+                            "run course-grade from the course folder, or give --answer-key PATH")
+    if answer_key or "/" in spec or os.sep in spec or spec.endswith(".ipynb"):
+        course = None  # the course around: its learner folders are refused as answer keys too
+        if root is not None:
+            try:
+                course = load_course(root)
+            except Exception:  # noqa: BLE001 - an explicit key needs no course; its own checks still apply
+                course = None
+        if answer_key:
+            key = Path(answer_key)
+            if not key.exists():
+                raise NotebookError(f"--answer-key {answer_key}: no such file or folder")
+            assign = Assignment.load(key)
+            if key.is_dir() and assign.name != spec and spec:
+                assign = Assignment(spec, assign.directory, assign.notebooks, assign.origin)
+            return _check_key(AnswerKey(assign, N_("given with --answer-key")), subs, course)
+        path = Path(spec)
+        if not path.exists():
+            raise NotebookError(f"no assignment at {spec}: give the assignment's name (a folder of the course's "
+                                "source/) or the path of its source folder")
+        return _check_key(AnswerKey(Assignment.load(path), N_("given as a path")), subs, course)
     if root is not None:
         course = load_course(root)
         cand = course.source / spec
         if cand.is_dir():
-            return AnswerKey(Assignment.load(cand), N_("the nbgrader course at {root}").format(root=course.root))
+            return _check_key(AnswerKey(Assignment.load(cand), N_("the nbgrader course at {root}").format(root=course.root)),
+                              subs, course)
         raise NotebookError(f"the nbgrader course at {course.root} has no {cand.relative_to(course.root)}/: "
                             "give the assignment's name as in its source folder, or --answer-key PATH")
     # never the package's own location: an installed grader has no answer keys (issue 18)
@@ -103,33 +171,104 @@ def resolve_assignment(spec: str, *, answer_key: str | None = None,
                         "course repository, whose nbgrader_config.py names solutions/), or give --answer-key PATH")
 
 
-def find_submissions(directory: str | Path, assignment: Assignment) -> dict[str, dict[str, Path | None]]:
-    """Map learner id -> {notebook name: submitted path or None}."""
+#: Longest learner id accepted (nbgrader's student table holds ids of up to 128 characters).
+MAX_ID_CHARS = 128
+_ID_FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_ID_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def learner_id_problem(name: str) -> str | None:
+    """Why a folder (or notebook) name cannot be a learner id, or None when it can.
+
+    Learner ids come from the names nbgrader gives the learners' folders and are used as they
+    are everywhere (gradebook rows, feedback pages, nbgrader's database): refused here, once,
+    rather than transformed later (two transformed names could become one id)."""
+    if any(0xDC80 <= ord(c) <= 0xDCFF for c in name):
+        return "the name is not valid UTF-8"
+    if len(name) > MAX_ID_CHARS:
+        return f"the name is {len(name)} characters long; a learner id has at most {MAX_ID_CHARS}"
+    bad = sorted({c for c in name if unicodedata.category(c) in _ID_HIDDEN})
+    if bad:
+        return ("the name holds control or invisible characters ("
+                + ", ".join(terminal(c) for c in bad[:5]) + ")")
+    if name != name.strip():
+        return "the name starts or ends with a space"
+    if name.startswith(_ID_FORMULA_START):
+        return "the name starts with = + - or @, which spreadsheets read as a formula"
+    if not unicodedata.is_normalized("NFC", name):
+        return ("the name is not in Unicode normal form NFC (its letters can be written another way, "
+                "which LMS imports and some file systems treat as the same id)")
+    return None
+
+
+class Submissions(dict):
+    """Learner id -> {notebook name: submitted path or None}, and ``refused``: the entries of the
+    submissions folder that were not taken as a learner's submission, as (entry, reason) pairs,
+    both ready to print."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.refused: list[tuple[str, str]] = []
+
+
+def find_submissions(directory: str | Path, assignment: Assignment) -> Submissions:
+    """Map learner id -> {notebook name: submitted path or None}.
+
+    A learner's submission is a folder ``<id>/`` (the notebook in it, or in
+    ``<id>/<assignment>/`` as nbgrader's ``submitted/`` has it) or, for a single-notebook
+    assignment, a notebook ``<id>.ipynb``. Names starting with ``.`` are ignored. An id that
+    :func:`learner_id_problem` refuses, and an id claimed twice (``bob/`` and ``bob.ipynb``, or
+    two names that differ only in letter case), is not graded: it is listed in ``refused``
+    with the reason (every entry claiming it named), never silently shadowed.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise NotebookError(f"submissions folder {directory} does not exist")
     names = list(assignment.notebooks)
-    found: dict[str, dict[str, Path | None]] = {}
-    for entry in sorted(directory.iterdir()):
-        if entry.name.startswith("."):
+    claims: dict[str, list[tuple[str, dict[str, Path | None]]]] = {}
+    found = Submissions()
+    for entry_name in sorted(os.listdir(directory)):
+        if entry_name.startswith("."):
             continue
+        entry = directory / entry_name
         if entry.is_file() and entry.suffix == ".ipynb" and len(names) == 1:
-            found[entry.stem] = {names[0]: entry}
+            ident, shown = entry.stem, f"{entry_name} (a notebook)"
+            notebooks: dict[str, Path | None] = {names[0]: entry}
+        elif entry.is_dir():
+            ident, shown = entry_name, f"{entry_name}/ (a folder)"
+            base = entry / assignment.name if (entry / assignment.name).is_dir() else entry
+            notebooks = {}
+            others = sorted(p for p in base.glob("*.ipynb") if not p.name.startswith("."))
+            for nb in names:
+                cand = base / f"{nb}.ipynb"
+                if cand.exists():
+                    notebooks[nb] = cand
+                elif len(names) == 1 and len(others) == 1:
+                    notebooks[nb] = others[0]
+                else:
+                    notebooks[nb] = None
+        else:
             continue
-        if not entry.is_dir():
+        problem = learner_id_problem(ident)
+        if problem:
+            found.refused.append((terminal(shown), f"not graded: {problem}; rename it to the learner's id"))
             continue
-        base = entry / assignment.name if (entry / assignment.name).is_dir() else entry
-        notebooks: dict[str, Path | None] = {}
-        others = sorted(p for p in base.glob("*.ipynb") if not p.name.startswith("."))
-        for nb in names:
-            cand = base / f"{nb}.ipynb"
-            if cand.exists():
-                notebooks[nb] = cand
-            elif len(names) == 1 and len(others) == 1:
-                notebooks[nb] = others[0]
-            else:
-                notebooks[nb] = None
-        found[entry.name] = notebooks
+        claims.setdefault(ident, []).append((shown, notebooks))
+    by_key: dict[str, list[str]] = {}
+    for ident in claims:
+        by_key.setdefault(ident.casefold(), []).append(ident)
+    for ident, claimants in sorted(claims.items()):
+        twins = by_key[ident.casefold()]
+        if len(claimants) > 1:
+            found.refused.append((terminal(ident), "not graded: two submissions claim this learner id: "
+                                  + " and ".join(terminal(c[0]) for c in claimants)
+                                  + f" (in {terminal(str(directory))}); keep the learner's own and remove the other"))
+        elif len(twins) > 1:
+            found.refused.append((terminal(ident), "not graded: learner ids that differ only in letter case: "
+                                  + " and ".join(terminal(t) for t in twins)
+                                  + "; gradebooks, LMS imports and some file systems take them as one learner"))
+        else:
+            found[ident] = claimants[0][1]
     return found
 
 
@@ -155,8 +294,12 @@ class _Worker:
         uid = SANDBOX_UID_BASE + slot
         if os.geteuid() == 0 and _uid_free(uid):
             env[SANDBOX_UID_ENV] = str(uid)
+        # the worker's stderr (where anything printed in it goes) reaches the terminal only
+        # through the terminal guard: a learner's text in a warning cannot carry escape sequences
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
+                                     stderr=subprocess.PIPE, text=True, errors="surrogateescape", env=env,
+                                     start_new_session=True)  # Ctrl-C reaches the grader, which stops its workers
+        threading.Thread(target=_relay_stderr, args=(self.proc.stderr,), daemon=True).start()
 
     def run(self, job: dict) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -177,6 +320,57 @@ class _Worker:
             self.proc.wait()
 
 
+def _relay_stderr(stream) -> None:
+    """Copy a worker's stderr to ours, line by line, through :func:`course_grader.sinks.terminal`."""
+    try:
+        for line in iter(lambda: stream.readline(8192), ""):
+            sys.stderr.write(terminal(line.rstrip("\n")) + "\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class GradingInterrupted(Exception):
+    """The run was stopped (SIGINT/SIGTERM) before every learner was graded; ``done`` holds
+    the results that were complete (by position in the items)."""
+
+    def __init__(self, done: dict[int, SubmissionResult]) -> None:
+        super().__init__(f"grading stopped with {len(done)} result(s) complete")
+        self.done = done
+
+
+class Stop:
+    """Stops a running :func:`grade_many` from a signal handler: no new learner is started and
+    the workers grading (and their sandboxes) are killed; their learners get no result."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum: int | None = None
+        self._workers: set[_Worker] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, signum: int | None = None, frame=None) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.event.set()
+        for w in list(self._workers):
+            try:
+                os.killpg(w.proc.pid, 9)  # the worker and what runs in its session
+            except OSError:
+                try:
+                    w.proc.kill()
+                except OSError:
+                    pass
+
+    def add(self, worker: _Worker) -> None:
+        self._workers.add(worker)
+        if self.event.is_set():
+            self()
+
+    def discard(self, worker: _Worker) -> None:
+        self._workers.discard(worker)
+
+
 def _uid_free(uid: int) -> bool:
     """No user and no running process has this uid (so it can be a sandbox's own)."""
     import pwd
@@ -195,13 +389,21 @@ def _uid_free(uid: int) -> bool:
 
 
 def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, jobs: int, config: SandboxConfig,
-               seed: int | None = None, progress: bool = True) -> list[SubmissionResult]:
+               seed: int | None = None, progress: bool = True, on_result=None,
+               stop: Stop | None = None) -> list[SubmissionResult]:
     """Grade (assignment, learner, notebooks) items, possibly of several assignments.
 
     ``jobs`` worker processes (each a child subreaper with its own sandbox fork server, and
     under the grader's own memory limit ``config.grader_memory_bytes``) grade in parallel;
     a worker that dies costs only the submission it was grading (it is restarted for the
     next). Every process started by learner code is killed before this returns.
+
+    Each result carries the learner id of its item (identity is the teacher's, never read
+    back from a worker). ``on_result(index, result)`` is called for each result as soon as it
+    is known (before it is printed), e.g. to keep it on disk.
+
+    Raises:
+        GradingInterrupted: ``stop`` was triggered; the results complete so far are in it.
 
     Returns:
         Results in the order of ``items``.
@@ -214,18 +416,20 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
     results: dict[int, SubmissionResult] = {}
     lock = threading.Lock()
     cfg = {f.name: getattr(config, f.name) for f in fields(config)}
+    stop = stop or Stop()
 
     def report(res: SubmissionResult) -> None:
         if progress:
             _ = gettext_for(res.language)   # the class's language: its learners' notebooks'
             print("  " + _("{student}: {total}/{max_total}  {status}  ({seconds} s)").format(
-                student=res.student, total=f"{res.total:g}", max_total=f"{res.max_total:g}",
-                status=translate_message(str(res.status), res.language), seconds=f"{res.duration:.1f}"), flush=True)
+                student=terminal(res.student), total=f"{res.total:g}", max_total=f"{res.max_total:g}",
+                status=terminal(translate_message(str(res.status), res.language)), seconds=f"{res.duration:.1f}"),
+                flush=True)
 
     def drive(slot: int) -> None:
         worker: _Worker | None = None
         try:
-            while True:
+            while not stop.event.is_set():
                 try:
                     i = todo.get_nowait()
                 except queue.Empty:
@@ -237,31 +441,46 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                 try:
                     if worker is None:
                         worker = _Worker(slot, config.grader_memory_bytes)
+                        stop.add(worker)
                     reply = worker.run(job)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
                     else:
                         res = _error_result(assignment, student, str(reply.get("error")))
                 except Exception as exc:  # noqa: BLE001 - worker crash: record, restart worker
-                    res = _error_result(assignment, student, f"the grading process of this submission died ({exc}); "
-                                        "it was restarted for the others")
                     if worker is not None:
+                        stop.discard(worker)
                         worker.proc.kill()
                         worker.close()
                     worker = None
+                    if stop.event.is_set():
+                        return  # stopped: this learner has no result (never a "grader error" row)
+                    res = _error_result(assignment, student, f"the grading process of this submission died ({exc}); "
+                                        "it was restarted for the others")
+                if stop.event.is_set():
+                    return
+                res.student = student  # the teacher's id for this item, whatever the worker said
                 with lock:
+                    if on_result is not None:
+                        on_result(i, res)
                     results[i] = res
                     report(res)
         finally:
             if worker is not None:
+                stop.discard(worker)
                 worker.close()
 
     threads = [threading.Thread(target=drive, args=(k,)) for k in range(max(1, min(jobs, len(items) or 1)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    kill_descendants(baseline)  # nothing the learners started outlives grading
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # a timed wait: signal handlers run meanwhile
+    finally:
+        kill_descendants(baseline)  # nothing the learners started outlives grading
+    if len(results) < len(items):
+        raise GradingInterrupted(results)
     return [results[i] for i in range(len(items))]
 
 
@@ -270,6 +489,28 @@ def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | 
     """Grade every learner's submission of one assignment; results sorted by learner."""
     items = [(assignment, student, submissions[student]) for student in sorted(submissions)]
     return grade_many(items, jobs=jobs, config=config, seed=seed, progress=progress)
+
+
+def _refused_notebook(assignment: Assignment, name: str, message: str) -> NotebookResult:
+    """The result of a notebook refused when the submissions were read (as the runner words it)."""
+    from course_grader.protocol import safe_text
+    prefix = f"{name}:" if len(assignment.notebooks) > 1 else ""
+    message = safe_text(message, 1000)
+    tests = [TestOutcome(t.grade_id, prefix + t.grade_id, 0.0, t.points, False,
+                         f"your submission was refused: {message}", hidden=t.has_hidden)
+             for t in assignment.notebooks[name].tests]
+    return NotebookResult(name, Status.REFUSED, tests, notes=[message])
+
+
+def _apply_refusals(assignment: Assignment, res: SubmissionResult, refused: dict[str, str]) -> None:
+    """Put the notebooks refused at reading (sent to grading as missing) back as refused."""
+    if not refused:
+        return
+    from course_grader.runner import worst
+    res.notebooks = [_refused_notebook(assignment, nb.notebook, refused[nb.notebook]) if nb.notebook in refused
+                     else nb for nb in res.notebooks]
+    res.status = worst([nb.status for nb in res.notebooks])
+    res.total = round(sum(t.points for nb in res.notebooks for t in nb.tests), 4)
 
 
 def check_notebook(path: str | Path, assignment: str | None = None, config: SandboxConfig | None = None,
@@ -283,7 +524,7 @@ def check_notebook(path: str | Path, assignment: str | None = None, config: Sand
     """
     from course_grader.selfcheck import render_check, self_check
     report = self_check(path, release=release, assignment=assignment, config=config)
-    print(render_check(report), end="")
+    print(terminal_block(render_check(report)), end="")  # the notebook's text and messages: no escapes
     return 0 if report.ok else 1
 
 
@@ -326,6 +567,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--to-nbgrader", action="store_true",
                    help="also write the grades into the nbgrader course's gradebook.db, autograded/ and feedback/ "
                         "(SUBMISSIONS_DIR must be the course's submitted/ folder)")
+    g.add_argument("--regrade", action="store_true",
+                   help="grade every learner again, ignoring the results an interrupted run kept in "
+                        "<out>/<assignment>/journal/ (by default a re-run after Ctrl-C or SIGTERM takes the "
+                        "learners whose submission and answer key are unchanged from there)")
     g.add_argument("--quiet", action="store_true")
     _limits(g)
     c = sub.add_parser("check", help="a learner's self-check of one notebook (public tests only)",
@@ -380,7 +625,6 @@ _VALUE_OPTIONS = ("--release", "--assignment", "--cell-timeout", "--call-timeout
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``course-grade`` and ``python -m course_grader``."""
-    from course_grader.gradebook import answer_key_digest, rotate_previous, write_gradebook, write_lms_csv
     args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     if not args_list:
         _parser().print_help(sys.stderr)
@@ -431,7 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _parser().print_usage(sys.stderr)
             print("course-grade: give ASSIGNMENT and SUBMISSIONS_DIR, or --check NOTEBOOK", file=sys.stderr)
             return 2
-        key = resolve_assignment(args.assignment, answer_key=args.answer_key, search_from=[args.submissions])
+        key = resolve_assignment(args.assignment, answer_key=args.answer_key, search_from=[args.submissions],
+                                 submissions=args.submissions)
         assignment = key.assignment
         submissions = find_submissions(args.submissions, assignment)
         course = None
@@ -443,46 +688,129 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     "(no nbgrader_config.py above it)")
             course = load_course(root)
     except NotebookError as exc:
-        print(f"course-grade: {exc}", file=sys.stderr)
+        print(f"course-grade: {terminal(exc)}", file=sys.stderr)
         return 2
+    return _grade_and_write(args, key, submissions, course, config)
+
+
+def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Submissions, course,
+                     config: SandboxConfig) -> int:
+    """Grade the class and write its gradebook (and nbgrader's), keeping a journal on the way.
+
+    Exit status: 0 all graded and written; 1 some submissions were not graded (refused ids,
+    two claims on one id) or not exported into nbgrader; 2 bad input; 128 + the signal's
+    number when SIGINT/SIGTERM stopped the run (the results complete so far stay in the
+    journal, the previous gradebook is untouched, and the same command resumes)."""
+    import shutil
+    import signal
+    import tempfile
+    from course_grader.gradebook import answer_key_digest, rotate_previous, write_gradebook, write_lms_csv
+    from course_grader.journal import Journal, snapshot_submissions
+    assignment = key.assignment
+    for entry, why in submissions.refused:
+        print(f"course-grade: {terminal(entry)}: {terminal(why)}", file=sys.stderr)
     teacher = files_language(nb.path for nb in assignment.notebooks.values())   # the teacher's lines
     _ = gettext_for(teacher)
     if not args.quiet:
-        print(_("answer key: {path} ({origin})").format(path=key.path, origin=translate_message(key.origin, teacher)))
+        print(_("answer key: {path} ({origin})").format(path=terminal(key.path),
+                                                      origin=terminal(translate_message(key.origin, teacher))))
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)  # gradebooks are private (issue 9)
     os.chmod(top, 0o700)
-    for old, new in rotate_previous(out):
-        print(_("previous {old} kept as {new}").format(old=old.name, new=new))
-    if not args.quiet:
-        print(_("grading {count} submission(s) of {assignment} with {jobs} job(s)").format(
-            count=len(submissions), assignment=assignment.name, jobs=args.jobs))
-    start = time.monotonic()
-    results = grade_class(assignment, submissions, jobs=args.jobs, config=config, seed=args.seed,
-                          progress=not args.quiet)
-    for res in results:  # a worker names the assignment after the answer key's folder
-        res.assignment = assignment.name
-    paths = write_gradebook(results, assignment.columns, out,
-                            answer_key={"path": str(key.path), "origin": key.origin,
-                                        "sha256": answer_key_digest(assignment)})
-    lms = write_lms_csv(top)
-    if not args.quiet:
-        print(_("wrote {csv}, {json} and {feedback}/ in {seconds} s; class summary for an LMS: {lms}").format(
-            csv=paths['csv'], json=paths['json'], feedback=paths['feedback'],
-            seconds=f"{time.monotonic() - start:.1f}", lms=lms))
-    if course is not None:
-        from course_grader.nbgrader_export import export_to_nbgrader
-        problems: list[str] = []
-        try:
-            done = export_to_nbgrader(course, assignment, results, problems)
-        except NotebookError as exc:
-            print(f"course-grade: --to-nbgrader: {exc}", file=sys.stderr)
-            return 2
-        for line in problems:
-            print(f"course-grade: --to-nbgrader: {line}", file=sys.stderr)
+    key_sha = answer_key_digest(assignment)
+    cfg = {f.name: getattr(config, f.name) for f in fields(config)}
+    journal = Journal(out / "journal", {"answer_key_sha256": key_sha, "seed": args.seed, "config": cfg})
+    if args.regrade:
+        journal.clear()
+    stop = Stop()
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    snap = Path(tempfile.mkdtemp(prefix="course-grade-graded-"))
+    try:
+        graded = snapshot_submissions(submissions, snap / "copies")
+        sha = {s: g.sha256 for s, g in graded.items()}
+        results: dict[str, SubmissionResult] = {}
+        for student in sorted(submissions):
+            old = journal.resumable(student, sha[student])
+            if old is not None:
+                results[student] = old
+        if results and not args.quiet:
+            print(f"resuming: {len(results)} learner(s) already graded on the same submission and answer key "
+                  f"are taken from {terminal(journal.folder)} (--regrade grades them again)")
+        todo = [s for s in sorted(submissions) if s not in results]
         if not args.quiet:
-            print(_("wrote {count} submission(s) into {db} and {feedback}/ (nbgrader export, formgrader and "
-                    "release_feedback now see them)").format(count=len(done), db=course.db_url, feedback=course.feedback))
-    return 0
+            print(_("grading {count} submission(s) of {assignment} with {jobs} job(s)").format(
+                count=len(todo), assignment=terminal(assignment.name), jobs=args.jobs))
+        items = [(assignment, s, dict(graded[s].paths)) for s in todo]
+
+        def finish(i: int, res: SubmissionResult) -> None:
+            student = items[i][1]
+            _apply_refusals(assignment, res, graded[student].refused)
+            res.assignment = assignment.name  # a worker names the assignment after the answer key's folder
+            journal.record(res, sha[student])
+
+        start = time.monotonic()
+        try:
+            if not stop.event.is_set():
+                new = grade_many(items, jobs=args.jobs, config=config, seed=args.seed,
+                                 progress=not args.quiet, on_result=finish, stop=stop)
+                results.update({res.student: res for res in new})
+        except GradingInterrupted:
+            pass
+        if stop.event.is_set():
+            name = signal.Signals(stop.signum).name if stop.signum else "a signal"
+            print(f"course-grade: interrupted ({name}): {journal.entries()} of {len(submissions)} learner(s) "
+                  f"graded, kept in {terminal(journal.folder)}/; the previous gradebook in {terminal(out)} is untouched. Run the "
+                  "same command again to grade the others (--regrade starts over).", file=sys.stderr)
+            return 128 + int(stop.signum or signal.SIGTERM)
+        ordered = [results[s] for s in sorted(results)]
+        not_graded = [{"entry": entry, "reason": why} for entry, why in submissions.refused]
+        staging = Path(tempfile.mkdtemp(prefix=".grades-new-", dir=out))
+        try:  # the new gradebook is complete before the previous one moves aside
+            write_gradebook(ordered, assignment.columns, staging,
+                            answer_key={"path": str(key.path), "origin": key.origin, "sha256": key_sha},
+                            submission_sha256=sha, not_graded=not_graded)
+            for old, moved in rotate_previous(out):
+                print(_("previous {old} kept as {new}").format(old=terminal(old.name), new=terminal(moved)))
+            for name in ("feedback", "grades.json", "grades.csv"):
+                os.replace(staging / name, out / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        paths = {"csv": out / "grades.csv", "json": out / "grades.json", "feedback": out / "feedback"}
+        lms = write_lms_csv(top)
+        if not args.quiet:
+            print(_("wrote {csv}, {json} and {feedback}/ in {seconds} s; class summary for an LMS: {lms}").format(
+                csv=terminal(paths['csv']), json=terminal(paths['json']), feedback=terminal(paths['feedback']),
+                seconds=f"{time.monotonic() - start:.1f}", lms=terminal(lms)))
+        status = 0
+        if submissions.refused:
+            print(f"course-grade: {len(submissions.refused)} submission(s) not graded (see above; listed under "
+                  f"not_graded in {terminal(paths['json'])})", file=sys.stderr)
+            status = 1
+        if course is not None:
+            from course_grader.nbgrader_export import export_to_nbgrader
+            problems: list[str] = []
+            try:
+                done = export_to_nbgrader(course, assignment, ordered, problems,
+                                          graded={s: graded[s].paths for s in graded})
+            except NotebookError as exc:
+                print(f"course-grade: --to-nbgrader: {terminal(exc)}", file=sys.stderr)
+                return 2
+            for line in problems:
+                print(f"course-grade: --to-nbgrader: {terminal(line)}", file=sys.stderr)
+            if len(done) < len(ordered):
+                print(f"course-grade: --to-nbgrader: {len(ordered) - len(done)} of {len(ordered)} learner(s) were "
+                      f"NOT exported into {terminal(course.db_url)} (see above); nbgrader's tools do not have their "
+                      "grades", file=sys.stderr)
+                status = 1
+            if not args.quiet:
+                print(_("wrote {count} submission(s) into {db} and {feedback}/ (nbgrader export, formgrader and "
+                        "release_feedback now see them)").format(count=len(done), db=terminal(course.db_url),
+                                                                 feedback=terminal(course.feedback)))
+        journal.clear()  # the gradebook is complete: a new run grades everyone again
+        return status
+    finally:
+        for sig, old_handler in handlers.items():
+            signal.signal(sig, old_handler)
+        shutil.rmtree(snap, ignore_errors=True)

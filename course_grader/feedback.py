@@ -7,10 +7,9 @@ the grader's code (only frames of the learner's own cells).
 
 from __future__ import annotations
 
-import html
-
 from course_grader.i18n import gettext_for, html_lang, label, translate_message
 from course_grader.runner import SubmissionResult
+from course_grader.sinks import html_text
 
 __all__ = ["render_html", "render_text", "unclean_cell_lines"]
 
@@ -76,7 +75,7 @@ def render_html(result: SubmissionResult) -> str:
     language = result.language
     _ = gettext_for(language)
     m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
-    e = html.escape
+    e = html_text  # the HTML sink's one guard (course_grader.sinks)
     status = "" if result.status == "ok" else " — " + _("status: {status}").format(status=f"<b>{e(m(result.status))}</b>")
     parts = ["<!DOCTYPE html>", f"<html lang=\"{html_lang(language)}\"><head><meta charset=\"utf-8\">",
              "<title>" + e(_("Feedback: {assignment} — {student}").format(assignment=result.assignment,

@@ -2,9 +2,13 @@
 
 Everything is written from the grader's memory after every sandbox process is dead,
 each file atomically (temporary file in the same directory + ``os.replace``). A previous
-gradebook is never overwritten: it is renamed ``grades.<timestamp>.csv`` (and likewise
-``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) before grading starts. Each
-assignment has its own folder (``<out>/<assignment>/``), and :func:`write_lms_csv` sums them up.
+gradebook is never overwritten: ``course-grade`` writes the new one into a staging folder,
+and only when it is complete renames the previous one ``grades.<timestamp>.csv`` (and
+likewise ``grades.<timestamp>.json`` and ``feedback.<timestamp>/``) and moves the new one in
+(an interrupted run leaves the previous gradebook where it was; see
+:mod:`course_grader.journal`). Each assignment has its own folder (``<out>/<assignment>/``),
+and :func:`write_lms_csv` sums them up. Text cells go through the CSV sink's guard
+(:func:`course_grader.sinks.csv_cell`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Iterable
 from course_grader.feedback import render_html
 from course_grader.notebook import Assignment
 from course_grader.runner import SubmissionResult
+from course_grader.sinks import csv_cell
 
 __all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "csv_cell", "safe_name", "feedback_names", "answer_key_digest",
            "write_lms_csv"]
@@ -113,19 +118,6 @@ def feedback_names(students: Iterable[str]) -> dict[str, str]:
     return names
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-
-
-def csv_cell(value: object) -> str:
-    """A text cell made inert for spreadsheets (OWASP CSV injection): a value starting with
-    ``= + - @``, a tab or a carriage return (or their full-width forms) gets a leading ``'``.
-    Numbers written by the grader itself are not passed through here."""
-    text = str(value)
-    text = "'" + text if text.startswith(_FORMULA_START) else text
-    # a line break in a learner id would start a new row in some spreadsheet programs
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
 def csv_text(results: Iterable[SubmissionResult], columns: list[str]) -> str:
     """The gradebook as CSV text, one row per learner, sorted by learner id."""
     buf = io.StringIO()
@@ -144,7 +136,8 @@ def answer_key_digest(assignment: Assignment) -> dict[str, str]:
 
 
 def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir: str | Path, *,
-                    answer_key: dict | None = None) -> dict[str, Path]:
+                    answer_key: dict | None = None, submission_sha256: dict[str, dict] | None = None,
+                    not_graded: list[dict] | None = None) -> dict[str, Path]:
     """Write ``grades.csv``, ``grades.json`` and ``feedback/<student>.html`` in ``out_dir``.
 
     Args:
@@ -152,6 +145,9 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
         columns: the gradebook columns (test cells).
         out_dir: the assignment's output folder.
         answer_key: where the answer key came from (path, origin, sha256), recorded in ``grades.json``.
+        submission_sha256: learner id -> {notebook: SHA-256 of the bytes graded (None: missing or
+            refused)}, recorded in each learner's entry of ``grades.json``.
+        not_graded: entries of the submissions folder that were not graded, and why (recorded).
 
     Returns:
         The paths written: ``{"csv": ..., "json": ..., "feedback": ...}``.
@@ -168,9 +164,17 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
     atomic_write(out_dir / "grades.json",
                  json.dumps({"assignment": ordered[0].assignment if ordered else out_dir.name,
                              "answer_key": answer_key or {}, "columns": columns,
-                             "results": [r.to_dict() for r in ordered]}, indent=1) + "\n")
+                             "results": [_row(r, submission_sha256) for r in ordered],
+                             **({"not_graded": not_graded} if not_graded else {})}, indent=1) + "\n")
     atomic_write(out_dir / "grades.csv", csv_text(ordered, columns))
     return {"csv": out_dir / "grades.csv", "json": out_dir / "grades.json", "feedback": feedback_dir}
+
+
+def _row(res: SubmissionResult, sha256: dict[str, dict] | None) -> dict:
+    row = res.to_dict()
+    if sha256 is not None and res.student in sha256:
+        row["submission_sha256"] = sha256[res.student]
+    return row
 
 
 def write_lms_csv(out_dir: str | Path, filename: str = "lms_grades.csv") -> Path:

@@ -87,7 +87,8 @@ MAX_SMALL_FILE = 4096
 
 
 def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: list[SubmissionResult],
-                       problems: list[str] | None = None) -> list[str]:
+                       problems: list[str] | None = None,
+                       graded: dict[str, dict[str, Path | None]] | None = None) -> list[str]:
     """Write results into the course's gradebook database and feedback folders.
 
     Args:
@@ -98,6 +99,9 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
         problems: receives one line per learner whose files could not all be used (a
             refused ``timestamp.txt``, ...): that learner's row is still written, and a
             problem with one learner never stops the others.
+        graded: learner id -> {notebook: the copy of the bytes that were graded}
+            (:func:`course_grader.journal.snapshot_submissions`): exactly those bytes go to
+            ``autograded/``. Without it the submission is read again from ``submitted/``.
 
     Returns:
         The learner ids written.
@@ -124,7 +128,8 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
         problems = problems if problems is not None else []
         for res in results:
             try:
-                _export_one(gb, course, assignment, res, problems)
+                _export_one(gb, course, assignment, res, problems,
+                            None if graded is None else graded.get(res.student, {}))
             except Exception as exc:  # noqa: BLE001 - one learner's files never stop the class
                 gb.db.rollback()
                 problems.append(f"{res.student}: not exported ({type(exc).__name__}: {exc})")
@@ -162,7 +167,7 @@ def _timestamp(raw: bytes | None, student: str, problems: list[str]):
 
 
 def _export_one(gb, course: NbgraderCourse, assignment: Assignment, res: SubmissionResult,
-                problems: list[str]) -> None:
+                problems: list[str], graded: dict[str, Path | None] | None = None) -> None:
     sub_dir = course.step_path(course.submitted, res.student, assignment.name)
     stamp_raw = _small_file(sub_dir, "timestamp.txt", res.student, problems)
     timestamp = _timestamp(stamp_raw, res.student, problems)
@@ -179,16 +184,21 @@ def _export_one(gb, course: NbgraderCourse, assignment: Assignment, res: Submiss
             # nbgrader autograde's rule (SaveAutoGrades): only a manual score or a missing
             # automatic one needs a person; without this Formgrader flags every submission
             grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+    # the pages first: a learner whose new feedback cannot be written keeps the old scores too
+    # (never new scores in the database beside the old page that release_feedback hands out)
+    _write_folders(course, assignment, res, sub_dir, stamp_raw if timestamp else None, secret, graded)
     gb.db.commit()
-    _write_folders(course, assignment, res, sub_dir, stamp_raw if timestamp else None, secret)
 
 
 def _write_folders(course: NbgraderCourse, assignment: Assignment, res: SubmissionResult, sub_dir: Path,
-                   stamp: bytes | None, secret: bytes | None) -> None:
+                   stamp: bytes | None, secret: bytes | None, graded: dict[str, Path | None] | None = None) -> None:
     """``autograded/`` (the submission as graded, for formgrader) and ``feedback/`` (for release_feedback).
 
     Only bytes that came through the one door are written: a notebook is copied only when
-    grading read it (never one that was refused, e.g. a symbolic link to the answer key)."""
+    grading read it (never one that was refused, e.g. a symbolic link to the answer key), and
+    with ``graded`` exactly the bytes graded. The copy is made inert for Formgrader's browser
+    page (:func:`course_grader.sinks.formgrader_notebook`). Every file replaces the previous
+    one atomically, so a second run replaces the first run's feedback."""
     page = render_html(res)
     auto_dir = course.step_path(course.autograded, res.student, assignment.name)
     fb_dir = course.step_path(course.feedback, res.student, assignment.name)
@@ -197,37 +207,45 @@ def _write_folders(course: NbgraderCourse, assignment: Assignment, res: Submissi
     status = {nb.notebook: nb.status for nb in res.notebooks}
     for name in assignment.notebooks:
         target = auto_dir / f"{name}.ipynb"
-        if target.is_symlink() or target.exists():
-            target.unlink()
+        data = None
         if status.get(name) not in ("refused", "missing", "invalid notebook", None):
-            try:
-                data = read_submission(sub_dir / f"{name}.ipynb", res.student)
-            except SubmissionRefused:
-                data = None  # changed since grading: not copied
-            if data is not None:
-                _write_private(target, _with_test_outputs(data, res, name))
+            if graded is not None:
+                copy = graded.get(name)
+                data = copy.read_bytes() if copy is not None else None
+            else:
+                try:
+                    data = read_submission(sub_dir / f"{name}.ipynb", res.student)
+                except SubmissionRefused:
+                    data = None  # changed since grading: not copied
+        if data is not None:
+            _write_private(target, _with_test_outputs(data, res, name))
+        elif target.is_symlink() or target.exists():
+            target.unlink()
         _write_private(fb_dir / f"{name}.html", page.encode("utf-8"))
     for extra, data in (("timestamp.txt", stamp), ("submission_secret.txt", secret)):
         for folder in (auto_dir, fb_dir):
             target = folder / extra
-            if target.is_symlink() or target.exists():
-                target.unlink()
             if data is not None:
                 _write_private(target, data)
+            elif target.is_symlink() or target.exists():
+                target.unlink()
 
 
 def _with_test_outputs(data: bytes, res: SubmissionResult, notebook: str) -> bytes:
     """The learner's notebook as Formgrader should show it after grading: each test cell's
     outputs replaced by what ``nbgrader autograde`` would leave there - nothing when it
     passed, an error with the failure message when it failed (never the hidden test source,
-    which the copy does not contain)."""
+    which the copy does not contain); then made inert for the teacher's browser
+    (:func:`course_grader.sinks.formgrader_notebook`: no markdown HTML, no active output,
+    no attachment)."""
     import json
     from course_grader.notebook import _nbgrader_meta
+    from course_grader.sinks import formgrader_notebook
     outcomes = {t.grade_id: t for nb in res.notebooks if nb.notebook == notebook for t in nb.tests}
     try:
         nb = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
-        return data
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        nb = {}  # not a notebook: an empty one (never the bytes as they are)
     for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -238,11 +256,25 @@ def _with_test_outputs(data: bytes, res: SubmissionResult, notebook: str) -> byt
         cell["outputs"] = [] if outcome.passed else [{
             "output_type": "error", "ename": "AssertionError", "evalue": outcome.message,
             "traceback": [f"AssertionError: {outcome.message}"]}]
-    return json.dumps(nb, indent=1).encode("utf-8")
+    return json.dumps(formgrader_notebook(nb), indent=1).encode("utf-8")
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    """Write a new file (never through a link left at ``path``)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    """Replace ``path`` atomically with ``data``: a new file of a random name in the same
+    folder (created exclusively, never through a link), then renamed over ``path`` (a link
+    left there is replaced, never followed). Readers see the old file or the new one."""
+    import tempfile
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -534,7 +534,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
     status = worst([r.status for r in results])
     total = sum(t.points for r in results for t in r.tests)
     max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
-    return SubmissionResult(safe_text(student, 200), assignment.name, status, round(total, 4), round(max_total, 4),
+    return SubmissionResult(student, assignment.name, status, round(total, 4), round(max_total, 4),
                             results,
                             seed="random" if seed is None else str(seed),
                             duration=round(time.monotonic() - start, 3))
