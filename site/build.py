@@ -5,7 +5,7 @@ needs nothing from outside the site (docs/WEBSITE.md).
 
     .venv/bin/python site/build.py                       # -> site/_build/html
     .venv/bin/python site/build.py --out /srv/www/course \\
-        --hub-url https://hub.example.edu --repo-url https://github.com/you/course.git --branch main
+        --hub-url https://hub.example.edu --repo-url https://github.com/you/course.git --branch learner
 
 Reads the committed notebooks and never executes them (their outputs are what nbval checks).
 Editions: English (``notebooks/``), Simplified Chinese (``zh/notebooks/``) and Traditional
@@ -671,7 +671,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "nbgitpuller link (none without it); env COURSE_HUB_URL")
     p.add_argument("--repo-url", default=os.environ.get("COURSE_REPO_URL", ""),
                    help="the git URL the hub clones the course from (needed with --hub-url); env COURSE_REPO_URL")
-    p.add_argument("--branch", default=os.environ.get("COURSE_BRANCH", "main"), help="the branch the hub pulls (default main)")
+    p.add_argument("--branch", default=os.environ.get("COURSE_BRANCH", "learner"),
+                   help="the branch the hub pulls (default learner: the lessons and released assignments without "
+                        "solutions/, made by site/learner_branch.py); env COURSE_BRANCH")
     p.add_argument("--hub-target-dir", default=None,
                    help="folder in the learner's home to clone into (default: the repository's name)")
     p.add_argument("--editions", default="", help="comma-separated subset of en,zh-CN,zh-TW (default: every one present)")

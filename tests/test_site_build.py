@@ -160,3 +160,36 @@ def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
     with pytest.raises(build.BuildError, match="not a site this script built"):
         build.build(build.parse_args(["--out", str(tmp_path)]))
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+# --- the branch the hub links pull ---------------------------------------------------------------
+
+def _load_learner_branch():
+    spec = importlib.util.spec_from_file_location("course_learner_branch", REPO / "site" / "learner_branch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_learner_branch_has_the_lessons_and_no_solutions(tmp_path):
+    import subprocess
+
+    lb = _load_learner_branch()
+    bare = tmp_path / "course.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(REPO), str(bare)], check=True)
+    commit = lb.make_learner_branch(str(bare), "HEAD", "learner")
+    assert commit
+    names = subprocess.run(["git", "-C", str(bare), "ls-tree", "-r", "--name-only", "learner"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "notebooks/03_scoring_functions.ipynb" in names and "exercises/lesson03_scoring/scoring.ipynb" in names
+    assert not [n for n in names if "solutions/" in n or n.endswith("mistakes.py")]
+    blob = subprocess.run(["git", "-C", str(bare), "grep", "-l", "BEGIN HIDDEN TESTS", "learner"],
+                          capture_output=True, text=True).stdout
+    assert blob == "", f"hidden tests in the learner branch: {blob}"
+    # again: nothing changed, no new commit; the branch only ever moves forward
+    assert lb.make_learner_branch(str(bare), "HEAD", "learner") is None
+    # refused: a source that would carry solutions (a changed path list)
+    lb.LEARNER_PATHS = [*lb.LEARNER_PATHS, "solutions"]
+    with pytest.raises(lb.BranchError, match="instructor files"):
+        lb.make_learner_branch(str(bare), "HEAD", "learner2")
