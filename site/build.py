@@ -562,6 +562,7 @@ ROOT_PAGE = """<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
 <link rel="stylesheet" href="_shared/root.css">
+<link rel="icon" href="data:,">
 </head>
 <body>
 <main data-pagefind-ignore="all">
@@ -587,7 +588,7 @@ def root_page(out: Path, editions: list[Edition]) -> None:
 
 def run_pagefind(out: Path) -> None:
     cmd = [sys.executable, "-m", "pagefind", "--site", str(out), "--root-selector", "article.bd-article",
-           "--output-subdir", "pagefind"]
+           "--exclude-selectors", "a.headerlink", "--output-subdir", "pagefind"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise BuildError("pagefind failed (install the site's tools: .venv/bin/pip install -e '.[site]'):\n"
