@@ -3,6 +3,8 @@
 #   * a course environment in $COURSE_PREFIX/venv, built from Debian's /usr/bin/python3 so every
 #     user can run it (a pyenv or conda Python under /root is not readable by learners): torch (CPU),
 #     course_lib and its Jupyter/nbgrader stack, JupyterHub; registered as the `python3` kernel;
+#     with nbgitpuller (the `hub` extra), so the course website's "Open in your class hub" links
+#     (docs/WEBSITE.md) pull the course into a learner's home and open the lesson;
 #   * the lessons, read-only, in $COURSE_PREFIX/lessons (each learner gets a copy on first login);
 #   * JupyterLab defaults for the class ($COURSE_PREFIX/venv/share/jupyter/lab/settings);
 #   * COURSE_LANGUAGE=zh-CN runs the class in Simplified Chinese: the Chinese lessons (zh/notebooks)

@@ -78,7 +78,7 @@ PREFIX=$("$PY" -c 'import sys; print(sys.prefix)')
 PIP=("$PY" -m pip --disable-pip-version-check)
 
 case "$PROFILE" in
-  full) EXTRAS="[dev,hub]" ;;
+  full) EXTRAS="[dev,hub,site]" ;;
   learner) EXTRAS="" ;;
 esac
 # What this environment was set up from: a re-run with nothing changed skips pip entirely.

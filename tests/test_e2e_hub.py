@@ -637,3 +637,69 @@ def learner_feedback(browser, hub: Hub, user: str, score: float, full: float) ->
             f"{user} asked for {other}'s feedback folder: HTTP {resp.status}, expected 403")
     finally:
         ctx.close()
+
+
+def test_site_hub_link_opens_the_lesson_on_the_hub(hub: Hub) -> None:
+    """The website's "Open in your class hub" (issue 34): the English site built with this hub's
+    URL and a bare clone of the repository with its learner branch (site/learner_branch.py),
+    served on 127.0.0.1; a logged-in learner clicks the link on lesson 3's page, nbgitpuller
+    clones the branch into their home and JupyterLab opens the lesson from it."""
+    import functools
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    user = LEARNERS[2]
+    bare = hub.root / "course.git"
+    _run(["git", "clone", "-q", "--bare", str(REPO), str(bare)])
+    _run([sys.executable, str(REPO / "site" / "learner_branch.py"), "--repo", str(bare), "--branch", "learner"])
+    # the learner's git reads it (git refuses a repository another user owns)
+    _run(["chown", "-R", f"{user}:{user}", str(bare)])
+    site = hub.root / "site"
+    t = time.monotonic()
+    _run([sys.executable, str(REPO / "site" / "build.py"), "--out", str(site), "--editions", "en",
+          "--hub-url", hub.url, "--repo-url", str(bare), "--branch", "learner"], timeout=1200)
+    hub.timings["site: build (English)"] = time.monotonic() - t
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # noqa: ANN002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    lesson_page = f"http://127.0.0.1:{server.server_address[1]}/en/lessons/{LESSON[:-6]}.html"
+    target = hub.home(user) / "course" / "notebooks" / LESSON
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--disable-dev-shm-usage", "--disable-gpu"])
+            try:
+                ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+                s = Screen(ctx.new_page(), hub, f"{user}-site")
+                login(s, user)
+                s.page.goto(lesson_page, timeout=SHORT * 1000)
+                link = s.page.locator("a.course-hub")
+                s.wait_for("site lesson page", "the 'Open in your class hub' link", lambda: link.count() == 1, SHORT)
+                href = link.get_attribute("href")
+                assert href.startswith(f"{hub.url}/hub/user-redirect/git-pull?"), href
+                s.shot("20-site-lesson")
+                t = time.monotonic()
+                link.click()
+                s.wait_for("nbgitpuller", f"JupyterLab with course/notebooks/{LESSON} open",
+                           lambda: f"/user/{user}/lab" in s.page.url and target.is_file()
+                           and s.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1",
+                                              has_text="Lesson 3").count() > 0, SERVER_START)
+                hub.timings[f"{user}: site link -> lesson open on the hub"] = time.monotonic() - t
+                s.shot("21-site-link-lesson-open")
+                tab = s.page.locator("#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel").first.inner_text()
+                assert tab == LESSON, f"the current tab is {tab!r}"
+                pulled, ours = (json.loads(p.read_text(encoding="utf-8")) for p in (target, REPO / "notebooks" / LESSON))
+                assert pulled["cells"][0]["source"] == ours["cells"][0]["source"], "another lesson 3 was pulled"
+                assert not (hub.home(user) / "course" / "solutions").exists(), "solutions/ reached the learner"
+                ctx.close()
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
