@@ -28,6 +28,9 @@ defaults (13a tokenizer, case-sensitive; print ``sacrebleu.BLEU().get_signature(
 :func:`corpus_bleu` gives sacrebleu's number only in one configuration: the same tokens,
 space-joined, with ``tokenize='none'`` and the same smoothing.
 
+:func:`paired_bootstrap_bleu` says how sure a corpus-BLEU difference between two systems on the
+same test sentences is: a confidence interval from resampling the sentences (Koehn, 2004).
+
 For sacreBLEU on readable text, :func:`sacrebleu_scores` scores every system the same
 way: an unknown-word marker such as ``<unk>`` counts as *one* wrong token
 (:func:`mark_unknown_words`; sacreBLEU's 13a tokenizer would otherwise split ``<unk>`` into
@@ -45,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 __all__ = ["bleu", "corpus_bleu", "sentence_bleu_d2l_mean", "ngram_counts", "UNK_MARKERS",
-           "UNSCORED_TOKEN", "mark_unknown_words", "sacrebleu_scores"]
+           "UNSCORED_TOKEN", "mark_unknown_words", "sacrebleu_scores", "paired_bootstrap_bleu"]
 
 #: Unknown-word markers that systems print (d2l's and the course's word vocabularies).
 UNK_MARKERS: tuple[str, ...] = ("<unk>",)
@@ -290,14 +293,17 @@ def sacrebleu_scores(
         hyp_of: the system's translation of every distinct source of ``pairs``.
         pairs: ``(source, reference)`` test pairs; a source with several translations
             appears in several pairs.
-        lowercase: sacreBLEU's ``lowercase`` (the course's models output lower case).
+        lowercase: sacreBLEU's ``lowercase`` (the course's models output lower case). True
+            gives a lower-cased score (``case:lc`` in the signature), not sacreBLEU's standard
+            cased one (``case:mixed``, its default).
         markers: unknown-word markers, each scored as one wrong token
             (:func:`mark_unknown_words`), whichever system printed it.
 
     Returns:
         ``single`` (corpus BLEU over the pairs, each hypothesis against its pair's own
-        reference: a source with k translations counts k times; the standard setting,
-        comparable with published numbers), ``multi`` (over the distinct sources, each
+        reference: a source with k translations counts k times; the single-reference setting
+        of published figures, which are also cased: comparable with them only with
+        ``lowercase=False``, sacreBLEU's default), ``multi`` (over the distinct sources, each
         against all its references), their sacreBLEU ``*_signature`` strings, and
         ``n_pairs``, ``n_sources``, ``unk_outputs`` (how many distinct outputs held a
         marker).
@@ -335,3 +341,123 @@ def sacrebleu_scores(
         "n_sources": len(sources),
         "unk_outputs": sum(any(m in hyp_of[s] for m in markers) for s in sources),
     }
+
+
+def _bleu_stats(
+    hypotheses: Sequence[Sequence[str]],
+    references: Sequence[Sequence[str]] | Sequence[Sequence[Sequence[str]]],
+    max_n: int,
+) -> Any:
+    # Per sentence: clipped matches (max_n), n-gram totals (max_n), hypothesis length and
+    # closest reference length; the sums over a corpus are what corpus_bleu forms its score from.
+    import numpy as np
+
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"need one reference (or list of references) per hypothesis: got "
+            f"{len(hypotheses)} hypotheses and {len(references)} references"
+        )
+    stats = np.zeros((len(hypotheses), 2 * max_n + 2))
+    for i, (hyp, refs) in enumerate(zip(hypotheses, references)):
+        if isinstance(hyp, str):
+            raise ValueError("hypotheses must be token lists, not strings; split them first")
+        ref_list = list(refs) if len(refs) > 0 and not isinstance(refs[0], str) else [refs]
+        if not ref_list or any(isinstance(r, str) for r in ref_list):
+            raise ValueError("each reference must be a token list (or a list of token lists)")
+        stats[i, 2 * max_n] = len(hyp)
+        stats[i, 2 * max_n + 1] = _closest_ref_len(len(hyp), [len(r) for r in ref_list])
+        for n in range(1, max_n + 1):
+            max_ref: Counter[tuple[str, ...]] = Counter()
+            for r in ref_list:
+                for g, c in ngram_counts(r, n).items():
+                    max_ref[g] = max(max_ref[g], c)
+            hyp_counts = ngram_counts(hyp, n)
+            stats[i, n - 1] = sum(min(c, max_ref[g]) for g, c in hyp_counts.items())
+            stats[i, max_n + n - 1] = sum(hyp_counts.values())
+    return stats
+
+
+def _bleu_from_stats(sums: Any, max_n: int) -> Any:
+    # corpus_bleu's formula (smooth="exp") on summed statistics, one corpus per row: (R, 2 max_n + 2) -> (R,)
+    import numpy as np
+
+    matches, totals = sums[:, :max_n], sums[:, max_n:2 * max_n]
+    sys_len, ref_len = sums[:, 2 * max_n], sums[:, 2 * max_n + 1]
+    log_p = np.zeros(len(sums))
+    halvings = np.ones(len(sums))
+    valid = np.ones(len(sums), dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for n in range(max_n):
+            m, t = matches[:, n], totals[:, n]
+            valid &= t > 0                                  # an order with no n-grams at all: BLEU 0
+            halvings = np.where(m > 0, halvings, 2 * halvings)
+            p = np.where(m > 0, m / t, 1.0 / (halvings * t))
+            log_p += np.where(valid, np.log(p), 0.0)
+        bp = np.where(sys_len < ref_len, np.exp(1.0 - ref_len / np.maximum(sys_len, 1e-300)), 1.0)
+    score = 100.0 * bp * np.exp(log_p / max_n)
+    return np.where(valid & (matches.sum(axis=1) > 0) & (sys_len > 0), score, 0.0)
+
+
+def paired_bootstrap_bleu(
+    hypotheses_a: Sequence[Sequence[str]],
+    hypotheses_b: Sequence[Sequence[str]],
+    references: Sequence[Sequence[str]] | Sequence[Sequence[Sequence[str]]],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    max_n: int = 4,
+) -> dict[str, float]:
+    """Paired bootstrap confidence interval of corpus BLEU(A) - BLEU(B) on the same sentences.
+
+    Koehn (2004): draw the test sentences with replacement ``n_resamples`` times, the same
+    draw for both systems (the pairing), and compute both corpus BLEUs on each draw. The
+    interval is the central ``confidence`` share of the differences (percentile bootstrap).
+    An interval that excludes 0 ranks the two systems on sentences like these; one that
+    contains 0 does not. BLEU is :func:`corpus_bleu` with its defaults (``smooth="exp"``),
+    computed from per-sentence n-gram statistics, so each draw costs one sum.
+
+    Args:
+        hypotheses_a: system A's token list per sentence.
+        hypotheses_b: system B's token list per sentence, for the same sentences.
+        references: one reference token list (or a list of them) per sentence, as for
+            :func:`corpus_bleu`.
+        n_resamples: how many bootstrap draws.
+        confidence: the interval's coverage, in (0, 1).
+        seed: seed of the draws (numpy's ``default_rng``).
+        max_n: the largest n-gram order.
+
+    Returns:
+        ``bleu_a``, ``bleu_b`` and ``delta`` (``bleu_a - bleu_b``) on the whole test set;
+        ``low`` and ``high``, the interval's ends; ``a_better``, the share of draws where A
+        scored higher.
+
+    Raises:
+        ValueError: the three lists differ in length, are empty, or an argument is out of range.
+    """
+    import numpy as np
+
+    if not len(hypotheses_a) == len(hypotheses_b) == len(references):
+        raise ValueError(
+            f"need the same sentences for both systems: got {len(hypotheses_a)} and {len(hypotheses_b)} "
+            f"hypotheses and {len(references)} references"
+        )
+    if len(references) == 0:
+        raise ValueError("no sentences to resample")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95, got {confidence}")
+    stats_a = _bleu_stats(hypotheses_a, references, max_n)
+    stats_b = _bleu_stats(hypotheses_b, references, max_n)
+    full_a = float(_bleu_from_stats(stats_a.sum(axis=0, keepdims=True), max_n)[0])
+    full_b = float(_bleu_from_stats(stats_b.sum(axis=0, keepdims=True), max_n)[0])
+    rng = np.random.default_rng(seed)
+    n = len(references)
+    # Each draw as counts per sentence, so a draw's statistics are one matrix product.
+    counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(n_resamples)])  # (R, N)
+    delta = _bleu_from_stats(counts @ stats_a, max_n) - _bleu_from_stats(counts @ stats_b, max_n)    # (R,)
+    tail = 100.0 * (1.0 - confidence) / 2
+    low, high = np.percentile(delta, [tail, 100.0 - tail])
+    return {"bleu_a": full_a, "bleu_b": full_b, "delta": full_a - full_b, "low": float(low),
+            "high": float(high), "a_better": float(np.mean(delta > 0))}
