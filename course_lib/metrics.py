@@ -361,7 +361,11 @@ def _bleu_stats(
     for i, (hyp, refs) in enumerate(zip(hypotheses, references)):
         if isinstance(hyp, str):
             raise ValueError("hypotheses must be token lists, not strings; split them first")
-        ref_list = list(refs) if len(refs) > 0 and not isinstance(refs[0], str) else [refs]
+        ref_list: list[Sequence[str]]
+        if len(refs) > 0 and not isinstance(refs[0], str):
+            ref_list = list(refs)  # type: ignore[arg-type]  # several references
+        else:
+            ref_list = [refs]  # type: ignore[list-item]  # one reference
         if not ref_list or any(isinstance(r, str) for r in ref_list):
             raise ValueError("each reference must be a token list (or a list of token lists)")
         stats[i, 2 * max_n] = len(hyp)

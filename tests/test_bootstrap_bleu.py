@@ -31,7 +31,12 @@ def test_stats_give_corpus_bleu(seed: int, multi: bool) -> None:
 
 
 def test_stats_edge_cases() -> None:
-    for hyps, refs in [([[]], [["a"]]), ([["x"]], [["a"]]), ([["a"]], [["a"]]), ([["a", "b"]], [["a", "b", "c", "d"]])]:
+    # Empty and one-token hypotheses, and orders with no match at all (the "exp" smoothing halves 1/total
+    # once per such order: 3- and 4-grams here), one order or several.
+    cases = [([[]], [["a"]]), ([["x"]], [["a"]]), ([["a"]], [["a"]]), ([["a", "b"]], [["a", "b", "c", "d"]]),
+             ([["a", "b", "x", "c", "d"]], [["a", "b", "c", "d", "e"]]),
+             ([["a", "b", "c", "x", "y"], ["p", "q"]], [["a", "b", "c", "d"], ["p", "q", "r"]])]
+    for hyps, refs in cases:
         sums = _bleu_stats(hyps, refs, 4).sum(axis=0, keepdims=True)
         assert float(_bleu_from_stats(sums, 4)[0]) == pytest.approx(corpus_bleu(hyps, refs), abs=1e-9)
 
