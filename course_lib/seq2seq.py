@@ -11,7 +11,10 @@ Two models, one interface (the one :mod:`course_lib.decoding` relies on):
   numbers: the bottleneck that attention removes.
 * :class:`AttentionSeq2Seq` keeps all S encoder states. At each step its decoder uses its
   previous top-layer hidden state as the query of an additive (Bahdanau) attention over
-  them, and feeds the resulting context together with the embedded input token.
+  them, and feeds the resulting context together with the embedded input token. With
+  ``bidirectional=True`` its encoder is Bahdanau et al.'s: two GRUs of h/2 units each, one
+  reading the source left to right and one right to left, whose states are concatenated, so
+  that the encoder state at position j also knows the words after j.
 
 Both implement:
 
@@ -120,20 +123,31 @@ class GRUEncoder(nn.Module):
         num_hiddens: h.
         num_layers: N.
         dropout: dropout between GRU layers.
+        bidirectional: if True, each layer is two GRUs of h/2 units (h must be even), one
+            reading left to right and one right to left (from the last *real* token: the
+            batch is packed), as in Bahdanau et al. (2015); their states are concatenated,
+            forward half first, so outputs and state keep the size h. The backward GRU's
+            final state is its state after reading the *first* token.
 
     Shape:
         src (B, S) long, src_valid_lens (B,) with values in [1, S] ->
         ``(outputs, state)``: outputs (B, S, h) are the top layer's states at every
         position (zero beyond the valid length); state (N, B, h) holds each layer's state
-        after the last real token.
+        after the last real token (bidirectional: forward final state, then backward final
+        state).
     """
 
     def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, bidirectional: bool = False) -> None:
         super().__init__()
+        if bidirectional and num_hiddens % 2:
+            raise ValueError(f"a bidirectional encoder splits num_hiddens between its two directions: "
+                             f"it must be even, got {num_hiddens}")
+        self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, batch_first=True,
-                          dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.GRU(embed_size, num_hiddens // 2 if bidirectional else num_hiddens, num_layers,
+                          batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
+                          bidirectional=bidirectional)
 
     def forward(self, src: Tensor, src_valid_lens: Tensor) -> tuple[Tensor, Tensor]:
         check_token_ids(src, "src", "(B, S)")
@@ -142,9 +156,13 @@ class GRUEncoder(nn.Module):
         # Packing runs each row only over its real tokens: the pads never touch the state.
         packed = nn.utils.rnn.pack_padded_sequence(
             embedded, src_valid_lens.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, state = self.rnn(packed)  # state (N, B, h), rows in the original order
+        packed_out, state = self.rnn(packed)  # state (N, B, h), or (2N, B, h/2); rows in the original order
         outputs, _ = nn.utils.rnn.pad_packed_sequence(
-            packed_out, batch_first=True, total_length=src.shape[1])  # (B, S, h)
+            packed_out, batch_first=True, total_length=src.shape[1])  # (B, S, h): both halves if bidirectional
+        if self.bidirectional:
+            layers, batch, half = state.shape[0] // 2, state.shape[1], state.shape[2]
+            state = state.view(layers, 2, batch, half)  # (N, 2, B, h/2): PyTorch orders layer, then direction
+            state = torch.cat([state[:, 0], state[:, 1]], dim=-1)  # (N, B, h)
         return outputs, state
 
 
@@ -300,11 +318,12 @@ class _EncoderDecoder(nn.Module):
     encoder: GRUEncoder
     decoder: nn.Module
 
-    def __init__(self, config: Seq2SeqConfig, decoder: type[GRUDecoder] | type[BahdanauDecoder]) -> None:
+    def __init__(self, config: Seq2SeqConfig, decoder: type[GRUDecoder] | type[BahdanauDecoder],
+                 bidirectional: bool = False) -> None:
         super().__init__()
         self.config = config
         sizes = (config.embed_size, config.num_hiddens, config.num_layers, config.dropout)
-        self.encoder = GRUEncoder(config.src_vocab_size, *sizes)
+        self.encoder = GRUEncoder(config.src_vocab_size, *sizes, bidirectional=bidirectional)
         self.decoder = decoder(config.tgt_vocab_size, *sizes)
         self.apply(init_seq2seq_weights)
 
@@ -413,6 +432,11 @@ class AttentionSeq2Seq(_EncoderDecoder):
 
     Args:
         config: the hyperparameters.
+        bidirectional: if True, the encoder is bidirectional (Bahdanau et al.'s setting):
+            two GRUs of ``num_hiddens // 2`` units per layer, their states concatenated, so
+            keys, values and the decoder keep the size h (see :class:`GRUEncoder`). The
+            decoder starts from the concatenated final states. Default False: lesson 1a's
+            one-directional encoder.
 
     Shape:
         ``forward``: src (B, S), src_valid_lens (B,), tgt_in (B, L) -> logits (B, L, V);
@@ -424,8 +448,8 @@ class AttentionSeq2Seq(_EncoderDecoder):
 
     decoder: BahdanauDecoder
 
-    def __init__(self, config: Seq2SeqConfig) -> None:
-        super().__init__(config, BahdanauDecoder)
+    def __init__(self, config: Seq2SeqConfig, bidirectional: bool = False) -> None:
+        super().__init__(config, BahdanauDecoder, bidirectional=bidirectional)
         self.attention_weights: Tensor | None = None
         self.last_attention_weights: Tensor | None = None
 

@@ -17,7 +17,16 @@ from course_lib.seq2seq import (
     Seq2SeqState,
 )
 
-MODELS = [Seq2Seq, AttentionSeq2Seq]
+
+
+class BidirectionalAttentionSeq2Seq(AttentionSeq2Seq):
+    """The attention model with Bahdanau et al.'s bidirectional encoder, as a class for parametrize."""
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__(config, bidirectional=True)
+
+
+MODELS = [Seq2Seq, AttentionSeq2Seq, BidirectionalAttentionSeq2Seq]
 SRC_V, TGT_V = 11, 13
 
 
@@ -59,7 +68,7 @@ def test_shapes(cls):
     logits, state = model.decode_step(tgt[:, 0], state)
     assert logits.shape == (4, TGT_V)
     assert state.hidden.shape == (2, 4, 8)
-    if cls is AttentionSeq2Seq:
+    if issubclass(cls, AttentionSeq2Seq):
         assert isinstance(state, AttentionState) and state.enc_outputs.shape == (4, 7, 8)
         assert model.last_attention_weights.shape == (4, 7)
         model(src, lens, tgt)
@@ -122,6 +131,74 @@ def test_encoder_matches_d2l_on_full_rows_and_ignores_padding():
     assert not torch.allclose(d2l_state[:, 1], state[:, 1])
 
 
+def _gru_by_hand(rnn: torch.nn.GRU, suffix: str, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # One GRU direction written out (PyTorch's equations, gates r, z, n), over x (T, E): outputs (T, H), last (H,)
+    w_ih, w_hh = getattr(rnn, "weight_ih_l0" + suffix), getattr(rnn, "weight_hh_l0" + suffix)
+    b_ih, b_hh = getattr(rnn, "bias_ih_l0" + suffix), getattr(rnn, "bias_hh_l0" + suffix)
+    h = torch.zeros(rnn.hidden_size, dtype=x.dtype)
+    outs = []
+    for x_t in x:
+        gi, gh = w_ih @ x_t + b_ih, w_hh @ h + b_hh
+        i_r, i_z, i_n = gi.chunk(3)
+        h_r, h_z, h_n = gh.chunk(3)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        h = (1 - z) * n + z * h
+        outs.append(h)
+    return torch.stack(outs), h
+
+
+def test_bidirectional_encoder_matches_two_grus_written_by_hand():
+    torch.manual_seed(0)
+    enc = GRUEncoder(SRC_V, 6, 8, 1, bidirectional=True).double()
+    assert enc.rnn.hidden_size == 4  # h / 2 per direction
+    src, lens, _ = _batch()
+    out, state = enc(src, lens)
+    assert out.shape == (4, 7, 8) and state.shape == (1, 4, 8)
+    for b, n in enumerate(lens.tolist()):
+        x = enc.embedding(src[b, :n])  # (n, E): the real tokens only
+        fwd, fwd_last = _gru_by_hand(enc.rnn, "", x)
+        bwd, bwd_last = _gru_by_hand(enc.rnn, "_reverse", x.flip(0))  # reads from the last real token
+        torch.testing.assert_close(out[b, :n], torch.cat([fwd, bwd.flip(0)], dim=-1), rtol=0, atol=1e-12)
+        torch.testing.assert_close(state[0, b], torch.cat([fwd_last, bwd_last]), rtol=0, atol=1e-12)
+        assert torch.all(out[b, n:] == 0)
+
+
+def test_bidirectional_encoder_state_halves_are_the_ends_of_the_outputs():
+    # Two layers: the top layer's final state is the forward output at the last real token and
+    # the backward output at the first one; every layer's state is (forward, backward) of that layer.
+    torch.manual_seed(0)
+    enc = GRUEncoder(SRC_V, 6, 8, 2, bidirectional=True).double().eval()
+    src, lens, _ = _batch()
+    out, state = enc(src, lens)
+    assert state.shape == (2, 4, 8)
+    last = out[torch.arange(4), lens - 1]  # (B, h)
+    torch.testing.assert_close(state[-1, :, :4], last[:, :4], rtol=0, atol=0)
+    torch.testing.assert_close(state[-1, :, 4:], out[:, 0, 4:], rtol=0, atol=0)
+    _, raw = enc.rnn(enc.embedding(src[2:3, :1]))  # the one-token row, unpacked: (2N, 1, h/2)
+    torch.testing.assert_close(state[:, 2], torch.cat([raw[0::2, 0], raw[1::2, 0]], dim=-1), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="even"):
+        GRUEncoder(SRC_V, 6, 7, 1, bidirectional=True)
+
+
+def test_bidirectional_attention_model_reads_words_after_each_position():
+    # A one-directional encoder's state at position 0 ignores the later words; the bidirectional one's does not.
+    src, lens, _ = _batch()
+    changed = src.clone()
+    changed[0, 5] = 4 if src[0, 5] != 4 else 5  # a later real token of row 0 (valid length 7)
+    for bidirectional, moves in ((False, False), (True, True)):
+        torch.manual_seed(0)
+        enc = GRUEncoder(SRC_V, 6, 8, 1, bidirectional=bidirectional).double()
+        first, first_changed = enc(src, lens)[0][0, 0], enc(changed, lens)[0][0, 0]
+        assert (not torch.equal(first, first_changed)) == moves
+    torch.manual_seed(0)
+    plain = AttentionSeq2Seq(Seq2SeqConfig(SRC_V, TGT_V, embed_size=6, num_hiddens=8, num_layers=1))
+    torch.manual_seed(0)
+    bi = AttentionSeq2Seq(Seq2SeqConfig(SRC_V, TGT_V, embed_size=6, num_hiddens=8, num_layers=1), bidirectional=True)
+    count = lambda m: sum(p.numel() for p in m.encoder.rnn.parameters())
+    assert count(bi) < count(plain)  # two GRUs of h/2 have fewer weights than one of h
+
+
 # --------------------------------------------------------------------------- decoding interface
 
 
@@ -133,7 +210,7 @@ def test_decode_step_loop_reproduces_forward(cls, dtype, atol):
     full = model(src, lens, tgt)
     stepped, weights, _ = _step_through(model, src, lens, tgt)
     torch.testing.assert_close(stepped, full, rtol=0, atol=atol)
-    if cls is AttentionSeq2Seq:
+    if issubclass(cls, AttentionSeq2Seq):
         torch.testing.assert_close(torch.stack(weights, 1), model.attention_weights, rtol=0, atol=atol)
     # In training mode dropout is active: the two paths would differ, eval turns it off.
     model.train()
@@ -272,7 +349,7 @@ def test_overfits_a_tiny_copy_task_and_decodes_greedily(cls):
     tokens, attention = out
     correct = sum(tgt_vocab.decode(t) == list(p[1]) for t, p in zip(tokens, pairs))
     assert correct >= 30, f"only {correct}/32 copied exactly"
-    if cls is AttentionSeq2Seq:
+    if issubclass(cls, AttentionSeq2Seq):
         a = attention[0]  # (steps, S): one row per generated token and the <eos> step
         assert a.shape == (len(tokens[0]) + 1, batch.src.shape[1])
         torch.testing.assert_close(a.sum(-1), torch.ones(a.shape[0]))
