@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Sequence
 
 from course_grader.notebook import Assignment, NotebookError
+from course_grader.policy import SANDBOX_UID_BASE
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
@@ -142,9 +143,6 @@ def _error_result(assignment: Assignment, student: str, message: str) -> Submiss
     return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
 
 
-#: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
-SANDBOX_UID_BASE = 61000
-
 
 class _Worker:
     def __init__(self, slot: int, memory_bytes: int = 0) -> None:
@@ -231,8 +229,8 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                        "config": cfg, "seed": seed,
                        "notebooks": {k: (str(v) if v else None) for k, v in notebooks.items()}}
                 try:
-                    if worker is None:
-                        worker = _Worker(slot, config.grader_memory_bytes)
+                    if worker is None:  # the preflight's worker first (its fork server is warm)
+                        worker = _SPARE_WORKERS.pop(slot, None) or _Worker(slot, config.grader_memory_bytes)
                     reply = worker.run(job)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
@@ -259,6 +257,55 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
         t.join()
     kill_descendants(baseline)  # nothing the learners started outlives grading
     return [results[i] for i in range(len(items))]
+
+
+#: Workers that ran the environment preflight, handed on to grade_many (slot -> worker).
+_SPARE_WORKERS: dict[int, _Worker] = {}
+
+
+def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | None = None) -> str:
+    """The environment preflight of a class run: grade the answer key's own solution in a grading
+    worker, as every learner will be graded (see :mod:`course_grader.preflight`). The worker is
+    kept for the class run.
+
+    Returns:
+        A one-line summary.
+
+    Raises:
+        course_grader.preflight.EnvironmentFailure: the environment cannot grade (cause and fix).
+    """
+    from course_grader.preflight import NOTHING_WRITTEN, EnvironmentFailure, judge_answer_key_run
+    set_child_subreaper()
+    baseline = frozenset(descendants())
+    cfg = {f.name: getattr(config, f.name) for f in fields(config)}
+    job = {"assignment": str(assignment.origin or assignment.directory), "student": "answer-key", "config": cfg,
+           "seed": seed, "notebooks": {name: str(src.path) for name, src in assignment.notebooks.items()}}
+    worker = _Worker(0, config.grader_memory_bytes)
+    try:
+        reply = worker.run(job)
+        if "result" not in reply:
+            raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grader failed "
+                                     f"on the answer key's own solution ({str(reply.get('error'))[:600]}). Fix: repair "
+                                     "the Python environment (bash scripts/setup.sh) and run again.")
+        summary = judge_answer_key_run(reply["result"])
+    except EnvironmentFailure:
+        worker.close()
+        kill_descendants(baseline)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the worker itself died
+        worker.proc.kill()
+        worker.close()
+        kill_descendants(baseline)
+        raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grading process "
+                                 f"died on the answer key's own solution ({exc}). Fix: repair the Python environment "
+                                 "(bash scripts/setup.sh) and run again.") from None
+    _SPARE_WORKERS[0] = worker
+    return summary
+
+
+def _close_spare_workers() -> None:
+    while _SPARE_WORKERS:
+        _SPARE_WORKERS.popitem()[1].close()
 
 
 def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | None]], *, jobs: int,
@@ -292,7 +339,12 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout,
                    help="wall seconds for one call from a test into learner code (default %(default)s)")
     p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20,
-                   help="memory of a learner's sandbox (default %(default)s)")
+                   help="memory of one learner (default %(default)s), over what the sandbox holds once torch is "
+                        "imported (measured at start, so any torch build fits). As root (a memory cgroup): the "
+                        "bound of all the learner's processes together, memfd and /tmp pages included. Without a "
+                        "memory cgroup (an ordinary account): only the address space of each process "
+                        f"(RLIMIT_AS), up to {SandboxConfig.max_processes} processes, not memory that is never "
+                        "mapped (memfd)")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="run learner code WITHOUT operating-system isolation when bubblewrap is unavailable "
                         "(learner code can then read the solutions and your files); recorded in every "
@@ -422,6 +474,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.check:
+            from course_grader.preflight import EnvironmentFailure, check_sandbox
+            try:  # the environment first: a broken one is never reported as the learner's failed checks
+                check_sandbox(config)
+            except EnvironmentFailure as exc:
+                print(f"course-grade: {exc}", file=sys.stderr)
+                return 3
             return check_notebook(args.check, args.assignment, config, release=args.release)
         if not args.assignment or not args.submissions:
             _parser().print_usage(sys.stderr)
@@ -443,6 +501,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.quiet:
         print(f"answer key: {key.path} ({key.origin})")
+    from course_grader.preflight import EnvironmentFailure
+    try:  # before anything is written or moved aside: an environment failure is never a grade
+        summary = preflight_class(assignment, config, args.seed)
+    except EnvironmentFailure as exc:
+        print(f"course-grade: {exc}", file=sys.stderr)
+        return 3
+    if not args.quiet:
+        print(f"preflight: {summary}")
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
@@ -453,8 +519,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         print(f"grading {len(submissions)} submission(s) of {assignment.name} with {args.jobs} job(s)")
     start = time.monotonic()
-    results = grade_class(assignment, submissions, jobs=args.jobs, config=config, seed=args.seed,
-                          progress=not args.quiet)
+    try:
+        results = grade_class(assignment, submissions, jobs=args.jobs, config=config, seed=args.seed,
+                              progress=not args.quiet)
+    finally:
+        _close_spare_workers()
     for res in results:  # a worker names the assignment after the answer key's folder
         res.assignment = assignment.name
     paths = write_gradebook(results, assignment.columns, out,

@@ -142,12 +142,14 @@ def worst(statuses: "list[Status | str]") -> Status:
     return out
 
 
+from course_grader import policy  # noqa: E402 - the caps are policy's
+
 #: Largest submitted notebook read (bytes); bigger files are refused.
-MAX_NOTEBOOK_BYTES = 16 * 2**20
+MAX_NOTEBOOK_BYTES = policy.MAX_NOTEBOOK_BYTES
 #: Caps on what one notebook's result may hold (the gradebook stays small whatever the learner prints).
-MAX_OUTPUT_CHARS = 64 * 1024   # captured stdout/stderr of all cells together
-MAX_CELLS_RECORDED = 300
-MAX_NOTES = 50
+MAX_OUTPUT_CHARS = policy.MAX_OUTPUT_CHARS   # captured stdout/stderr of all cells together
+MAX_CELLS_RECORDED = policy.MAX_CELLS_RECORDED
+MAX_NOTES = policy.MAX_NOTES
 
 
 class SubmissionRefused(Exception):
