@@ -29,7 +29,7 @@ from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, T
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
-from course_grader.sandbox import SandboxConfig, unsafe_note, SandboxDied, set_child_subreaper
+from course_grader.sandbox import SandboxConfig, SandboxDied, SandboxStartFailed, set_child_subreaper, unsafe_note
 
 __all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
@@ -451,6 +451,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                     result.seccomp = seccomp_support()[1]
         except SandboxDied as exc:
             result.notes.append(str(exc))
+            if isinstance(exc, SandboxStartFailed):  # before any learner code: ours, not the learner's
+                result.status = Status.GRADER_ERROR
             if session is not None:
                 session.close()
             session = None

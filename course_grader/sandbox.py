@@ -539,7 +539,7 @@ def _remove_cgroups() -> None:
 
 def _printable(text: str, limit: int) -> str:
     """The last ``limit`` characters of ``text`` on one line, without control characters."""
-    clean = "".join(ch if ch.isprintable() else " " for ch in text.replace("\n", " | "))
+    clean = "".join(ch if ch.isprintable() else " " for ch in text.strip().replace("\n", " | "))
     return " ".join(clean.split())[-limit:]
 
 
@@ -610,7 +610,8 @@ class ForkServer:
             code = self.proc.wait()
             why = _printable(self.stderr_tail(), 600) or "no message"
             self.close()
-            raise SandboxStartFailed(f"the sandbox fork server did not start ({describe_exit(code)}): {why}")
+            raise SandboxStartFailed(f"the sandbox could not start: its fork server did not start ({describe_exit(code)}): "
+                                     f"{why}. Fix: {_REPAIR}")
         self.sock.settimeout(policy.FORK_SERVER_REPLY_TIMEOUT)
         #: host pids of bwrap and the zygote: long-lived, never learner processes
         self.pids = {self.proc.pid, *_host_descendants_of(self.proc.pid)}
@@ -730,10 +731,11 @@ def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, start
 
 
 def _close_fork_servers() -> None:
+    """At exit: end this process's fork servers (a closed socket ends the zygote, bubblewrap then
+    exits and is reaped here, so their CPU time is accounted to this process; killed after 5 s)."""
     for key, server in list(_FORK_SERVERS.items()):
         if key[0] == os.getpid():
             try:
-                server.proc.kill()
                 server.close()
             except OSError:
                 pass
@@ -1084,6 +1086,8 @@ def start_failure(status: str, tail: str, address_space_bytes: int = 0) -> str:
     if status.startswith("exit code 96"):
         return (f"the sandbox could not start ({status}): its system-call filter could not be installed ({last}). "
                 "Fix: install libseccomp (Debian/Ubuntu: sudo apt-get install libseccomp2)")
-    return (f"the sandbox could not start ({status}) before any learner code ran: {last}. Fix: run "
-            "`course-grade --check` on the answer key's notebook to see the same failure, and repair the Python "
-            "environment (bash scripts/setup.sh)")
+    return f"the sandbox could not start ({status}) before any learner code ran: {last}. Fix: {_REPAIR}"
+
+
+_REPAIR = ("run `course-grade --check` on the answer key's notebook to see the same failure, and repair the Python "
+           "environment (bash scripts/setup.sh)")

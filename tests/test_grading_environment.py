@@ -210,6 +210,13 @@ def test_a_fork_server_that_cannot_start_fails_loudly_without_a_second_mode(monk
     sb.close()
     assert "fork server did not start (exit code 7)" in str(caught.value), caught.value
     assert "stand-in: the fork server cannot start" in str(caught.value)
+    # a learner graded meanwhile gets a grader error (ours), never "sandbox died" (theirs)
+    from course_grader.notebook import Assignment
+    from course_grader.runner import Status, grade_notebook
+    source = Assignment.load(SOLUTION.parent).notebooks["scoring"]
+    res = grade_notebook(source, SOLUTION, config=SandboxConfig(tmp_bytes=40 * 2**20), student="scoring")
+    assert res.status == Status.GRADER_ERROR, (res.status, res.notes)
+    assert any("could not start" in n for n in res.notes) and not any("your code" in n for n in res.notes), res.notes
 
 
 # -- a learner fills the grader's disk ---------------------------------------------------------
@@ -296,3 +303,40 @@ def test_memory_mb_is_the_learners_own_bound_memfd_included():
     assert fork_server_pids(), "the OOM killer took the learner, not the fork server"
     assert "HELD 768" in hold(768)  # the next learner is graded as before
     assert bounds[0].startswith("memory cgroup: 1024 MB for all of your processes"), bounds[0]  # recorded as such
+
+
+# -- the real CUDA build (system tier: ~6 GB from PyPI) ------------------------------------------
+
+@pytest.mark.system
+@pytest.mark.slow
+def test_the_real_cuda_build_from_pypi_grades_the_class_right(base):
+    """torch==2.13.0 from PyPI (the CUDA build, with its nvidia-* wheels) installed into a folder
+    of the temporary environment that comes before this environment's site-packages, so the
+    grader and its sandboxes import it; everything is removed afterwards with ``base``."""
+    python, env = _venv(base, "", "nothing")
+    cuda_dir = base / "cuda" / "site-packages"  # a site-packages folder: the sandbox binds it read-only
+    pip_env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    pip_env.update(PIP_CONFIG_FILE="/dev/null", TMPDIR=str(base))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(cuda_dir),
+                    "torch==2.13.0"], check=True, env=pip_env, timeout=3600)
+    deps = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(cuda_dir),
+                           "--dry-run", "--report", "-", "torch==2.13.0"], capture_output=True, text=True,
+                          env=pip_env, timeout=3600)
+    nvidia = [item["metadata"]["name"] + "==" + item["metadata"]["version"]
+              for item in json.loads(deps.stdout or "{}").get("install", [])
+              if item["metadata"]["name"].startswith(("nvidia-", "triton", "cuda-"))]
+    if nvidia:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(cuda_dir),
+                        *nvidia], check=True, env=pip_env, timeout=3600)
+    pyver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    pth = base / "venv" / "lib" / pyver / "site-packages" / "course_deps.pth"
+    pth.write_text(f"{cuda_dir}\n" + pth.read_text())  # the CUDA build first
+    cuda = subprocess.run([python, "-c", "import torch; print(torch.version.cuda)"], capture_output=True,
+                          text=True, env=env, check=True, timeout=600).stdout.strip()
+    assert cuda and cuda != "None", "the build installed is not a CUDA build"
+    sub, out = base / "submitted", base / "grades"
+    write_notebook(variant(SOLUTION), sub / "alice" / "scoring.ipynb")
+    proc = _grade(python, env, sub, out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads((out / "lesson03_scoring" / "grades.json").read_text())["results"][0]
+    assert row["status"] == "ok" and row["total"] == row["max_total"], row["notebooks"][0]["notes"]
