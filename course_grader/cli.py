@@ -42,6 +42,7 @@ from typing import Sequence
 
 from course_grader.i18n import N_, files_language, gettext_for, translate_message
 from course_grader.notebook import Assignment, NotebookError
+from course_grader.policy import SANDBOX_UID_BASE
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sinks import terminal, terminal_block
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
@@ -282,9 +283,6 @@ def _error_result(assignment: Assignment, student: str, message: str) -> Submiss
     return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
 
 
-#: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
-SANDBOX_UID_BASE = 61000
-
 
 class _Worker:
     def __init__(self, slot: int, memory_bytes: int = 0) -> None:
@@ -439,8 +437,8 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                        "config": cfg, "seed": seed,
                        "notebooks": {k: (str(v) if v else None) for k, v in notebooks.items()}}
                 try:
-                    if worker is None:
-                        worker = _Worker(slot, config.grader_memory_bytes)
+                    if worker is None:  # the preflight's worker first (its fork server is warm)
+                        worker = _SPARE_WORKERS.pop(slot, None) or _Worker(slot, config.grader_memory_bytes)
                         stop.add(worker)
                     reply = worker.run(job)
                     if "result" in reply:
@@ -482,6 +480,55 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
     if len(results) < len(items):
         raise GradingInterrupted(results)
     return [results[i] for i in range(len(items))]
+
+
+#: Workers that ran the environment preflight, handed on to grade_many (slot -> worker).
+_SPARE_WORKERS: dict[int, _Worker] = {}
+
+
+def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | None = None) -> str:
+    """The environment preflight of a class run: grade the answer key's own solution in a grading
+    worker, as every learner will be graded (see :mod:`course_grader.preflight`). The worker is
+    kept for the class run.
+
+    Returns:
+        A one-line summary.
+
+    Raises:
+        course_grader.preflight.EnvironmentFailure: the environment cannot grade (cause and fix).
+    """
+    from course_grader.preflight import NOTHING_WRITTEN, EnvironmentFailure, judge_answer_key_run
+    set_child_subreaper()
+    baseline = frozenset(descendants())
+    cfg = {f.name: getattr(config, f.name) for f in fields(config)}
+    job = {"assignment": str(assignment.origin or assignment.directory), "student": "answer-key", "config": cfg,
+           "seed": seed, "notebooks": {name: str(src.path) for name, src in assignment.notebooks.items()}}
+    worker = _Worker(0, config.grader_memory_bytes)
+    try:
+        reply = worker.run(job)
+        if "result" not in reply:
+            raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grader failed "
+                                     f"on the answer key's own solution ({str(reply.get('error'))[:600]}). Fix: repair "
+                                     "the Python environment (bash scripts/setup.sh) and run again.")
+        summary = judge_answer_key_run(reply["result"])
+    except EnvironmentFailure:
+        worker.close()
+        kill_descendants(baseline)
+        raise
+    except Exception as exc:  # noqa: BLE001 - the worker itself died
+        worker.proc.kill()
+        worker.close()
+        kill_descendants(baseline)
+        raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grading process "
+                                 f"died on the answer key's own solution ({exc}). Fix: repair the Python environment "
+                                 "(bash scripts/setup.sh) and run again.") from None
+    _SPARE_WORKERS[0] = worker
+    return summary
+
+
+def _close_spare_workers() -> None:
+    while _SPARE_WORKERS:
+        _SPARE_WORKERS.popitem()[1].close()
 
 
 def grade_class(assignment: Assignment, submissions: dict[str, dict[str, Path | None]], *, jobs: int,
@@ -537,7 +584,12 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-timeout", type=float, default=SandboxConfig.call_timeout,
                    help="wall seconds for one call from a test into learner code (default %(default)s)")
     p.add_argument("--memory-mb", type=int, default=SandboxConfig.memory_bytes // 2**20,
-                   help="memory of a learner's sandbox (default %(default)s)")
+                   help="memory of one learner (default %(default)s), over what the sandbox holds once torch is "
+                        "imported (measured at start, so any torch build fits). As root (a memory cgroup): the "
+                        "bound of all the learner's processes together, memfd and /tmp pages included. Without a "
+                        "memory cgroup (an ordinary account): only the address space of each process "
+                        f"(RLIMIT_AS), up to {SandboxConfig.max_processes} processes, not memory that is never "
+                        "mapped (memfd)")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="run learner code WITHOUT operating-system isolation when bubblewrap is unavailable "
                         "(learner code can then read the solutions and your files); recorded in every "
@@ -670,6 +722,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.check:
+            from course_grader.preflight import EnvironmentFailure, check_sandbox
+            try:  # the environment first: a broken one is never reported as the learner's failed checks
+                check_sandbox(config)
+            except EnvironmentFailure as exc:
+                print(f"course-grade: {exc}", file=sys.stderr)
+                return 3
             return check_notebook(args.check, args.assignment, config, release=args.release)
         if not args.assignment or not args.submissions:
             _parser().print_usage(sys.stderr)
@@ -714,6 +772,14 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
     if not args.quiet:
         print(_("answer key: {path} ({origin})").format(path=terminal(key.path),
                                                       origin=terminal(translate_message(key.origin, teacher))))
+    from course_grader.preflight import EnvironmentFailure
+    try:  # before anything is written or moved aside: an environment failure is never a grade
+        summary = preflight_class(assignment, config, args.seed)
+    except EnvironmentFailure as exc:
+        print(f"course-grade: {terminal(exc)}", file=sys.stderr)
+        return 3
+    if not args.quiet:
+        print(f"preflight: {summary}")
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
@@ -811,6 +877,7 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
         journal.clear()  # the gradebook is complete: a new run grades everyone again
         return status
     finally:
+        _close_spare_workers()
         for sig, old_handler in handlers.items():
             signal.signal(sig, old_handler)
         shutil.rmtree(snap, ignore_errors=True)

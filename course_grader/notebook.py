@@ -67,8 +67,10 @@ def load_notebook_json(path: str | Path) -> dict:
     return nb
 
 
+from course_grader import policy  # noqa: E402 - the caps are policy's
+
 #: Deepest nesting of JSON values accepted in a notebook (real notebooks stay below 20).
-MAX_JSON_DEPTH = 64
+MAX_JSON_DEPTH = policy.MAX_JSON_DEPTH
 
 
 def _check_shape(value: Any, name: str) -> None:

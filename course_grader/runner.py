@@ -29,7 +29,7 @@ from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, T
                                          load_notebook_json, plan_submission)
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
-from course_grader.sandbox import SandboxConfig, unsafe_note, SandboxDied, set_child_subreaper
+from course_grader.sandbox import SandboxConfig, SandboxDied, SandboxStartFailed, set_child_subreaper, unsafe_note
 
 __all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
 
@@ -142,12 +142,14 @@ def worst(statuses: "list[Status | str]") -> Status:
     return out
 
 
+from course_grader import policy  # noqa: E402 - the caps are policy's
+
 #: Largest submitted notebook read (bytes); bigger files are refused.
-MAX_NOTEBOOK_BYTES = 16 * 2**20
+MAX_NOTEBOOK_BYTES = policy.MAX_NOTEBOOK_BYTES
 #: Caps on what one notebook's result may hold (the gradebook stays small whatever the learner prints).
-MAX_OUTPUT_CHARS = 64 * 1024   # captured stdout/stderr of all cells together
-MAX_CELLS_RECORDED = 300
-MAX_NOTES = 50
+MAX_OUTPUT_CHARS = policy.MAX_OUTPUT_CHARS   # captured stdout/stderr of all cells together
+MAX_CELLS_RECORDED = policy.MAX_CELLS_RECORDED
+MAX_NOTES = policy.MAX_NOTES
 
 
 class SubmissionRefused(Exception):
@@ -454,6 +456,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                     result.seccomp = seccomp_support()[1]
         except SandboxDied as exc:
             result.notes.append(str(exc))
+            if isinstance(exc, SandboxStartFailed):  # before any learner code: ours, not the learner's
+                result.status = Status.GRADER_ERROR
             if session is not None:
                 session.close()
             session = None

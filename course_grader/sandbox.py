@@ -10,7 +10,10 @@ this module carries it out on the grader's side:
 * a per-grader **fork server** (a Python that imported torch once, itself inside bwrap)
   that forks one sandbox per submission (the fork's own namespaces, mounts, capability drop
   and filter are ``sandbox_main._isolate`` / ``_drop_capabilities``), in a pids and a memory
-  cgroup where the grader can make them (:class:`ForkServer`);
+  cgroup where the grader can make them (:class:`ForkServer`). It is the one way learner code
+  runs: a fork server that cannot start is :class:`SandboxStartFailed` (with its reason), never
+  a silent second mode. Its memory and address space are measured once it is ready, and each
+  learner's bound is that plus the learner's allowance (``--memory-mb``): any torch build fits;
 * wall-clock timeouts per cell and per call, enforced here (the sandbox is killed);
 * the grader makes itself a child subreaper and kills every descendant after each
   submission (:func:`kill_descendants`).
@@ -38,7 +41,7 @@ from typing import Any
 
 from course_grader import policy, protocol
 
-__all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "IsolationUnavailable",
+__all__ = ["SandboxConfig", "Sandbox", "SandboxDied", "SandboxTimeout", "SandboxStartFailed", "IsolationUnavailable",
            "isolation_status", "require_isolation", "set_child_subreaper", "descendants", "kill_descendants"]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -56,7 +59,10 @@ class SandboxConfig:
         cell_timeout: wall seconds for one learner cell.
         call_timeout: wall seconds for one call from a test into learner code.
         startup_timeout: wall seconds for the sandbox to start (imports torch).
-        memory_bytes: RLIMIT_AS of the sandbox (torch imports within ~1 GB).
+        memory_bytes: the learner's memory allowance (``--memory-mb``), over what the fork
+            server holds once torch is imported (measured at start-up, so a CUDA build fits):
+            the memory cgroup of all the learner's processes where one can be had, and
+            RLIMIT_AS of each process (the fork server's address space + this).
         file_size_bytes: RLIMIT_FSIZE (largest file the learner may write).
         cpu_seconds: RLIMIT_CPU for the whole sandbox process.
         max_processes: RLIMIT_NPROC for the unprivileged user (root mode only).
@@ -64,10 +70,6 @@ class SandboxConfig:
         user: unprivileged user to run as when the grader is root.
         max_restarts: how many times a dead sandbox is restarted for the remaining cells.
         submission_timeout: wall seconds for grading one notebook; later tests fail.
-        fork_server: start sandboxes as forks of a pre-imported "zygote" process (one per
-            grader process; ~0.1 s instead of a torch import per sandbox). Each fork sets
-            its limits and drops privileges before any learner code; no learner code ever
-            runs in the zygote. False: a fresh ``python -I`` per sandbox.
         isolation: "bwrap" (default and only execution mode: operating-system isolation
             with bubblewrap; the grader refuses to run learner code when it is unavailable)
             or "none" (``--unsafe-no-sandbox``: plainly unsafe, a child process with the
@@ -82,22 +84,21 @@ class SandboxConfig:
             what a test computes on a learner's result cannot take the class run down.
     """
 
-    cell_timeout: float = 30.0
-    call_timeout: float = 10.0
-    startup_timeout: float = 90.0
-    memory_bytes: int = 3 * 2**30
-    file_size_bytes: int = 64 * 2**20
-    cpu_seconds: int = 600
-    max_processes: int = 256
-    threads: int = 1
-    user: str = "nobody"
-    max_restarts: int = 1
-    submission_timeout: float = 600.0
-    fork_server: bool = True
+    cell_timeout: float = policy.CELL_TIMEOUT
+    call_timeout: float = policy.CALL_TIMEOUT
+    startup_timeout: float = policy.STARTUP_TIMEOUT
+    memory_bytes: int = policy.LEARNER_MEMORY_BYTES
+    file_size_bytes: int = policy.FILE_SIZE_BYTES
+    cpu_seconds: int = policy.CPU_SECONDS
+    max_processes: int = policy.MAX_PROCESSES
+    threads: int = policy.THREADS
+    user: str = policy.SANDBOX_USER
+    max_restarts: int = policy.MAX_RESTARTS
+    submission_timeout: float = policy.SUBMISSION_TIMEOUT
     isolation: str = "bwrap"
-    tmp_bytes: int = 64 * 2**20
-    max_open_files: int = 1024
-    grader_memory_bytes: int = 4 * 2**30
+    tmp_bytes: int = policy.TMP_BYTES
+    max_open_files: int = policy.MAX_OPEN_FILES
+    grader_memory_bytes: int = policy.GRADER_MEMORY_BYTES
     unsafe_reason: str = ""
 
     def to_dict(self) -> dict:
@@ -112,6 +113,11 @@ class SandboxDied(Exception):
 
 class SandboxTimeout(SandboxDied):
     """Learner code ran past its wall-clock limit (the sandbox was killed)."""
+
+
+class SandboxStartFailed(SandboxDied):
+    """The sandbox (or its fork server) could not start, before any learner code ran: a fault of
+    the grading environment, never of a learner. The message says why."""
 
 
 class IsolationUnavailable(RuntimeError):
@@ -170,7 +176,7 @@ def _readable_paths() -> list[str]:
     return [p for p in kept if not p.startswith("/usr/")]
 
 
-def bwrap_argv(*, zygote: bool, tmp_bytes: int = 64 * 2**20) -> list[str]:
+def bwrap_argv(*, zygote: bool, tmp_bytes: int = policy.TMP_BYTES) -> list[str]:
     """The bubblewrap command line (without the program) for a fork server or a sandbox.
 
     Args:
@@ -192,7 +198,8 @@ def bwrap_argv(*, zygote: bool, tmp_bytes: int = 64 * 2**20) -> list[str]:
     for etc in policy.READ_ONLY_ETC:
         if os.path.exists(etc):
             argv += ["--ro-bind", etc, etc]
-    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    for sys_dir in policy.READ_ONLY_SYS:
+        argv += ["--ro-bind-try", sys_dir, sys_dir]
     sizes = policy.private_tmpfs_sizes(tmp_bytes)
     argv += ["--dev", "/dev", "--proc", "/proc",
              "--size", str(sizes["/tmp"]), "--tmpfs", "/tmp", "--size", str(sizes["/var/tmp"]), "--tmpfs", "/var/tmp"]
@@ -235,7 +242,7 @@ def isolation_status(refresh: bool = False) -> tuple[bool, str]:
                  "print('isolated', sorted(os.listdir('/tmp')))")
         try:
             res = subprocess.run([*bwrap_argv(zygote=True), sys.executable, "-I", "-S", "-c", probe],
-                                 capture_output=True, text=True, timeout=60, cwd="/",
+                                 capture_output=True, text=True, timeout=policy.PROBE_TIMEOUT, cwd="/",
                                  env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
             # an empty private /tmp, but for the installation's own folders bound inside it
             inside = sorted({p.split("/")[2] for p in private_binds() if p.startswith("/tmp/")})
@@ -261,7 +268,7 @@ def _bwrap_works_as(uid: int, gid: int) -> bool:
         probe = "import os; print('isolated', os.getuid() != 0)"
         try:
             res = subprocess.run([*bwrap_argv(zygote=True), sys.executable, "-I", "-S", "-c", probe],
-                                 capture_output=True, text=True, timeout=60, cwd="/", user=uid, group=gid,
+                                 capture_output=True, text=True, timeout=policy.PROBE_TIMEOUT, cwd="/", user=uid, group=gid,
                                  extra_groups=[], env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
             _BWRAP_AS[key] = res.returncode == 0 and "isolated True" in res.stdout
         except (OSError, subprocess.SubprocessError, IsolationUnavailable):
@@ -429,7 +436,6 @@ def _ns_pid_map(pids: list[int]) -> dict[int, int]:
 
 
 _CGROUPS: list[str] = []
-ZYGOTE_MEMORY_BYTES = policy.ZYGOTE_MEMORY_BYTES
 
 
 def _new_cgroup(controller: str, settings: dict[str, str]) -> str | None:
@@ -485,11 +491,37 @@ def _pids_cgroup(limit: int) -> str | None:
     return _new_cgroup("pids", {"pids.max": str(limit)})
 
 
-def _memory_cgroup(nbytes: int) -> str | None:
-    """A ``memory`` cgroup of ``nbytes`` (no swap beyond it): one bound over every process
-    of the fork server and its one live sandbox, whatever the learner's code allocates and
-    however many processes it spreads over."""
-    return _new_cgroup("memory", {"memory.limit_in_bytes": str(nbytes), "memory.memsw.limit_in_bytes": str(nbytes)})
+def _memory_cgroup() -> str | None:
+    """A ``memory`` cgroup (no limit yet) for one fork server and its one live sandbox; the
+    limit is set by :func:`_limit_memory_cgroup` once the fork server has started."""
+    return _new_cgroup("memory", {})
+
+
+def _cgroup_file(path: str, v1: str, v2: str) -> str:
+    return os.path.join(path, v1 if os.path.exists(os.path.join(path, v1)) else v2)
+
+
+def _memory_charged(path: str) -> int:
+    """Bytes charged to a memory cgroup now (v1 ``memory.usage_in_bytes``, v2 ``memory.current``)."""
+    with open(_cgroup_file(path, "memory.usage_in_bytes", "memory.current")) as fh:
+        return int(fh.read().strip())
+
+
+def _limit_memory_cgroup(path: str, nbytes: int) -> None:
+    """Bound every process of the cgroup together to ``nbytes``, swap included (none beyond it)."""
+    v1 = os.path.exists(os.path.join(path, "memory.limit_in_bytes"))
+    if v1:  # the memory limit first: memsw may never be below it
+        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as fh:
+            fh.write(str(nbytes))
+        if os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes")):
+            with open(os.path.join(path, "memory.memsw.limit_in_bytes"), "w") as fh:
+                fh.write(str(nbytes))
+    else:
+        with open(os.path.join(path, "memory.max"), "w") as fh:
+            fh.write(str(nbytes))
+        if os.path.exists(os.path.join(path, "memory.swap.max")):
+            with open(os.path.join(path, "memory.swap.max"), "w") as fh:
+                fh.write("0")
 
 
 def _remove_cgroups() -> None:
@@ -505,6 +537,12 @@ def _remove_cgroups() -> None:
                 time.sleep(0.02)
 
 
+def _printable(text: str, limit: int) -> str:
+    """The last ``limit`` characters of ``text`` on one line, without control characters."""
+    clean = "".join(ch if ch.isprintable() else " " for ch in text.strip().replace("\n", " | "))
+    return " ".join(clean.split())[-limit:]
+
+
 class ForkServer:
     """The zygote: a sandbox interpreter with everything imported, forking one sandbox per
     request (see ``sandbox_main.zygote``). One per grader process and privilege mode.
@@ -512,13 +550,23 @@ class ForkServer:
     In ``"bwrap"`` mode the zygote itself runs inside bubblewrap, and each sandbox it forks
     enters new mount, pid and IPC namespaces of its own (so it cannot see or signal the
     zygote or an earlier sandbox) before dropping every capability.
+
+    Memory: once the zygote has imported everything, its address space (``vm_bytes``) and, in a
+    memory cgroup, its charge (``base_bytes``) are measured; a learner's bounds are those plus
+    the learner's allowance ``memory_bytes``. So the bound is the learner's own, whatever torch
+    build the fork server imported (a CUDA build reserves ~3 GB of address space at import).
+
+    Raises:
+        SandboxStartFailed: the fork server did not start (the message says why: its last words
+            on stderr and its exit status).
     """
 
     def __init__(self, mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                 tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None, memory_bytes: int = 0) -> None:
+                 tmp_bytes: int = policy.TMP_BYTES, max_tasks: int | None = None, memory_bytes: int = 0) -> None:
         import json
         import socket
         self.mode = mode
+        self.memory_bytes = memory_bytes
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cfg = {"sock_fd": child.fileno(), "sys_path": _sandbox_sys_path(mode), "threads": threads,
                "isolated": mode == "bwrap"}
@@ -529,14 +577,9 @@ class ForkServer:
         # root's processes ignore RLIMIT_NPROC: a pids cgroup caps them (an unprivileged uid
         # is capped by the rlimit itself)
         self.cgroup = _pids_cgroup(max_tasks) if (mode == "bwrap" and max_tasks and uid is None) else None
-        # one memory bound over all of the learner's processes, where a memory cgroup can be had
-        self.memory_cgroup = _memory_cgroup(memory_bytes + ZYGOTE_MEMORY_BYTES) if memory_bytes else None
-        self.memory_bound = (f"memory cgroup: {(memory_bytes + ZYGOTE_MEMORY_BYTES) // 2**20} MB for all processes of "
-                             f"the sandbox together (its fork server's {ZYGOTE_MEMORY_BYTES // 2**20} MB included), "
-                             f"and RLIMIT_AS {memory_bytes // 2**20} MB per process"
-                             if self.memory_cgroup else
-                             f"RLIMIT_AS {memory_bytes // 2**20} MB per process (no memory cgroup available here: "
-                             "not root, or no writable memory controller)")
+        # one memory bound over all of the learner's processes, where a memory cgroup can be had;
+        # its limit is set once the zygote is measured (the zygote runs trusted code only)
+        self.memory_cgroup = _memory_cgroup() if memory_bytes else None
         groups = [os.path.join(g, "cgroup.procs") for g in (self.cgroup, self.memory_cgroup) if g is not None]
         if uid is not None:  # the child enters after it became uid (preexec_fn runs after setuid)
             for procs in groups:
@@ -547,10 +590,13 @@ class ForkServer:
                     with open(procs, "w") as fh:
                         fh.write(str(os.getpid()))
             kwargs["preexec_fn"] = enter_cgroup
+        # the zygote's own stderr (trusted code only: each sandbox points its fds 1 and 2 at its
+        # own pipe before any learner code), kept to say why it did not start
+        self.errors = tempfile.TemporaryFile(prefix="course-grade-zygote-")
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-I", str(Path(__file__).with_name("sandbox_main.py")), "--zygote",
              json.dumps(cfg)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.errors, cwd="/",
             env=_scrubbed_env("/tmp" if mode == "bwrap" else "/", threads), pass_fds=[child.fileno()],
             start_new_session=True, **kwargs)
         child.close()
@@ -559,13 +605,50 @@ class ForkServer:
             hello = json.loads(self.sock.recv(1 << 16) or b"{}")
         except (OSError, ValueError):
             hello = {}
-        if not hello.get("ready"):
+        if not isinstance(hello, dict) or not hello.get("ready"):
             self.proc.kill()
-            self.proc.wait()
-            raise OSError("the sandbox fork server did not start")
-        self.sock.settimeout(30)
+            code = self.proc.wait()
+            why = _printable(self.stderr_tail(), 600) or "no message"
+            self.close()
+            raise SandboxStartFailed(f"the sandbox could not start: its fork server did not start ({describe_exit(code)}): "
+                                     f"{why}. Fix: {_REPAIR}")
+        self.sock.settimeout(policy.FORK_SERVER_REPLY_TIMEOUT)
         #: host pids of bwrap and the zygote: long-lived, never learner processes
         self.pids = {self.proc.pid, *_host_descendants_of(self.proc.pid)}
+        #: address space of the zygote with everything imported (each sandbox starts as its fork)
+        self.vm_bytes = int(hello.get("vm_bytes") or 0)
+        #: RLIMIT_AS of each sandbox process: the zygote's address space + the learner's allowance
+        self.address_space_bytes = self.vm_bytes + memory_bytes
+        self.base_bytes = 0
+        self.memory_limit = 0
+        if self.memory_cgroup is not None:
+            try:
+                self.base_bytes = _memory_charged(self.memory_cgroup)
+                self.memory_limit = self.base_bytes + memory_bytes
+                _limit_memory_cgroup(self.memory_cgroup, self.memory_limit)
+            except (OSError, ValueError) as exc:
+                self.proc.kill()
+                self.proc.wait()
+                self.close()
+                raise SandboxStartFailed(f"the memory cgroup of the sandbox could not be limited ({exc})") from None
+        mb = 2**20
+        self.memory_bound = (
+            f"memory cgroup: {memory_bytes // mb} MB for all of your processes together (the limit is "
+            f"{self.memory_limit // mb} MB: the sandbox's {self.base_bytes // mb} MB with torch imported, plus "
+            f"{memory_bytes // mb} MB), and RLIMIT_AS {self.address_space_bytes // mb} MB per process "
+            f"({self.vm_bytes // mb} MB of address space at start + {memory_bytes // mb} MB)"
+            if self.memory_limit else
+            f"RLIMIT_AS {self.address_space_bytes // mb} MB per process ({self.vm_bytes // mb} MB of address space "
+            f"at start + {memory_bytes // mb} MB; no memory cgroup available here: not root, or no writable "
+            "memory controller)")
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The end of the zygote's stderr."""
+        try:
+            size = os.fstat(self.errors.fileno()).st_size
+            return os.pread(self.errors.fileno(), limit, max(0, size - limit)).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
     def _ask(self, req: dict, fds: list[int] | None = None) -> dict:
         import json
@@ -611,6 +694,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.errors.close()
         for group in (self.cgroup, self.memory_cgroup):
             if group is not None:
                 for _ in range(50):
@@ -627,24 +711,31 @@ _FORK_SERVERS: dict[tuple, ForkServer] = {}
 
 
 def fork_server(mode: str, uid: int | None, gid: int | None, threads: int, startup_timeout: float,
-                tmp_bytes: int = 64 * 2**20, max_tasks: int | None = None, memory_bytes: int = 0) -> ForkServer:
-    """The (lazily started) fork server of this process for a privilege mode."""
+                tmp_bytes: int = policy.TMP_BYTES, max_tasks: int | None = None, memory_bytes: int = 0) -> ForkServer:
+    """The (lazily started) fork server of this process for a privilege mode.
+
+    Raises:
+        SandboxStartFailed: it cannot start (the reason is in the message).
+    """
     if not _FORK_SERVERS:
         import atexit
         atexit.register(_close_fork_servers)
     key = (os.getpid(), mode, uid, threads, tmp_bytes, max_tasks, memory_bytes)
     server = _FORK_SERVERS.get(key)
     if server is None or not server.alive:
+        if server is not None:
+            server.close()
         server = ForkServer(mode, uid, gid, threads, startup_timeout, tmp_bytes, max_tasks, memory_bytes)
         _FORK_SERVERS[key] = server
     return server
 
 
 def _close_fork_servers() -> None:
+    """At exit: end this process's fork servers (a closed socket ends the zygote, bubblewrap then
+    exits and is reaped here, so their CPU time is accounted to this process; killed after 5 s)."""
     for key, server in list(_FORK_SERVERS.items()):
         if key[0] == os.getpid():
             try:
-                server.proc.kill()
                 server.close()
             except OSError:
                 pass
@@ -684,19 +775,28 @@ def _scrubbed_env(home: str, threads: int) -> dict[str, str]:
 
 def _max_tasks(cfg: SandboxConfig) -> int:
     """Tasks (processes and threads) allowed to a fork server and its one live sandbox."""
-    return cfg.max_processes + 64 + 4 * max(cfg.threads, 1)
+    return cfg.max_processes + policy.TASKS_SLACK + policy.TASKS_PER_THREAD * max(cfg.threads, 1)
 
 
-def _private_log() -> int:
-    """An unlinked temporary file (read and write) for a sandbox's stderr."""
-    fd, path = tempfile.mkstemp(prefix="course-grade-log-")
-    os.unlink(path)
-    return fd
+def _log_pipe() -> tuple[int, int]:
+    """A pipe for a sandbox's stdout and stderr: (the grader's non-blocking read end, the
+    sandbox's write end). Nothing of a sandbox lands on the grader's disk: a file there could be
+    grown past every limit (``fallocate(FALLOC_FL_KEEP_SIZE)`` is bounded by neither
+    ``RLIMIT_FSIZE`` nor the filter), a pipe holds at most its kernel buffer, and the grader keeps
+    only the last :data:`policy.LOG_TAIL_BYTES` of what it drains."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    return r, w
+
+
+#: What the sandbox was doing when it died, for which no learner code had run yet.
+STARTING = "starting the sandbox"
 
 
 class Sandbox:
-    """One sandbox process. Not thread-safe; one request at a time, and one live sandbox at
-    a time per fork server (the fork server of a process serves one submission at a time).
+    """One sandbox process (a fork of this process's fork server). Not thread-safe; one request
+    at a time, and one live sandbox at a time per fork server (the fork server of a process
+    serves one submission at a time).
 
     Args:
         config: limits and policy.
@@ -704,7 +804,6 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
         self.host_pid: int | None = None
         self.server: ForkServer | None = None
@@ -712,30 +811,29 @@ class Sandbox:
         self.resp_fd: int | None = None
         self.tmpdir: str | None = None
         self.log_fd: int | None = None
+        self._log = b""
         self.dead_reason: str | None = None
         self.exit_code: int | None = None
+        self.started = False
         self._reaped = False
         self._buf = b""
         self.uid: int | None = None
         self.privilege_mode = "none"
-        self.memory_bound = f"RLIMIT_AS {config.memory_bytes // 2**20} MB per process"
+        self.memory_bound = ""
 
     @staticmethod
-    def prepare(config: SandboxConfig) -> None:
+    def prepare(config: SandboxConfig) -> ForkServer:
         """Start this process's fork server now (so it is not counted as a sandbox process).
 
         Raises:
             IsolationUnavailable: bubblewrap is needed (``config.isolation == "bwrap"``) and
                 cannot run here.
+            SandboxStartFailed: the fork server cannot start (the message says why).
         """
         require_isolation(config)
-        if config.fork_server:
-            mode, uid, gid = Sandbox._mode(config)
-            try:
-                fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes,
-                            _max_tasks(config), config.memory_bytes if mode == "bwrap" else 0)
-            except OSError:
-                pass
+        mode, uid, gid = Sandbox._mode(config)
+        return fork_server(mode, uid, gid, config.threads, config.startup_timeout, config.tmp_bytes,
+                           _max_tasks(config), config.memory_bytes)
 
     @staticmethod
     def _mode(cfg: SandboxConfig) -> tuple[str, int | None, int | None]:
@@ -757,7 +855,13 @@ class Sandbox:
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        import json
+        """Fork one sandbox from this process's fork server and wait until it is ready.
+
+        Raises:
+            IsolationUnavailable: bubblewrap is needed and cannot run here.
+            SandboxStartFailed: the fork server or the sandbox could not start (no learner code
+                ran); the message says why.
+        """
         cfg = self.config
         require_isolation(cfg)
         mode, run_uid, run_gid = self._mode(cfg)
@@ -769,84 +873,56 @@ class Sandbox:
             os.chmod(self.tmpdir, 0o700)
             home = os.path.join(self.tmpdir, "home")
             os.mkdir(home)
+        server = self.prepare(cfg)  # one execution mode: no fork server, no sandbox (SandboxStartFailed)
+        self.memory_bound = server.memory_bound
         job: dict[str, Any] = {
-            "memory_bytes": cfg.memory_bytes, "file_size_bytes": cfg.file_size_bytes,
+            "memory_bytes": server.address_space_bytes, "file_size_bytes": cfg.file_size_bytes,
             "cpu_seconds": cfg.cpu_seconds, "threads": cfg.threads, "sys_path": _sandbox_sys_path(mode),
             "drop": mode, "uid": run_uid, "gid": run_gid,
             "max_processes": cfg.max_processes if mode == "bwrap" else None,
             "max_open_files": cfg.max_open_files, "tmp_bytes": cfg.tmp_bytes,
-            "isolate": mode == "bwrap" and cfg.fork_server,
+            "isolate": mode == "bwrap",
             "private_binds": private_binds(),
             "cwd": home, "env": _scrubbed_env(home, cfg.threads),
         }
-        # The log is an unlinked file only the grader can name: the sandbox gets a write
-        # descriptor, the grader reads its own descriptor (never a path the sandbox could
-        # replace with a FIFO or a symlink).
-        self.log_fd = _private_log()
-        log_fd = os.dup(self.log_fd)
+        # stdout and stderr: a pipe only the grader reads (never a file or a path the sandbox
+        # could grow, replace with a FIFO or a symlink)
+        self.log_fd, log_w = _log_pipe()
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
         try:
-            server = None
-            if cfg.fork_server:
-                try:
-                    server = fork_server(mode, run_uid, run_gid, cfg.threads, cfg.startup_timeout, cfg.tmp_bytes,
-                                         _max_tasks(cfg), cfg.memory_bytes if mode == "bwrap" else 0)
-                    self.memory_bound = server.memory_bound
-                except OSError:
-                    server = None  # fall back to a fresh interpreter
-            if server is not None:
-                req_r, req_w = os.pipe()
-                resp_r, resp_w = os.pipe()
-                try:
-                    self.pid = server.fork(job, [req_r, resp_w, log_fd])
-                    self.server = server
-                    self.host_pid = server.host_pid(self.pid)
-                except OSError:
-                    os.close(req_w)
-                    os.close(resp_r)
-                    raise SandboxDied("the sandbox did not start (fork server failure)") from None
-                finally:
-                    os.close(req_r)
-                    os.close(resp_w)
-                self.req_fd, self.resp_fd = req_w, resp_r
-            else:
-                kwargs: dict[str, Any] = {}
-                if mode == "bwrap" and run_uid is not None:
-                    kwargs = {"user": run_uid, "group": run_gid, "extra_groups": []}
-                prefix = bwrap_argv(zygote=False, tmp_bytes=cfg.tmp_bytes) if mode == "bwrap" else []
-                script = str(Path(__file__).with_name("sandbox_main.py"))
-                self.proc = subprocess.Popen(
-                    [*prefix, sys.executable, "-I", script, json.dumps(job)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, cwd="/" if prefix else home,
-                    env=job["env"], start_new_session=True, close_fds=True, **kwargs)
-                self.pid = self.host_pid = self.proc.pid
-                assert self.proc.stdin is not None and self.proc.stdout is not None
-                self.req_fd, self.resp_fd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+            self.pid = server.fork(job, [req_r, resp_w, log_w])
+            self.server = server
+            self.host_pid = server.host_pid(self.pid)
+        except OSError as exc:
+            os.close(req_w)
+            os.close(resp_r)
+            self.dead_reason = f"the sandbox could not start (fork server failure: {_printable(str(exc), 400)})"
+            raise SandboxStartFailed(self.dead_reason) from None
         finally:
-            os.close(log_fd)
-        hello = self._receive(time.monotonic() + cfg.startup_timeout, "starting the sandbox")
+            for fd in (req_r, resp_w, log_w):
+                os.close(fd)
+        self.req_fd, self.resp_fd = req_w, resp_r
+        hello = self._receive(time.monotonic() + cfg.startup_timeout, STARTING)
         if not isinstance(hello, dict) or not hello.get("ready"):
             self.kill()
-            raise SandboxDied("the sandbox did not start correctly")
+            self.dead_reason = "the sandbox did not start correctly (it answered something else than ready)"
+            raise SandboxStartFailed(self.dead_reason)
+        self.started = True
         self.uid = hello.get("uid") if type(hello.get("uid")) is int else None
 
     @property
+    def address_space_bytes(self) -> int:
+        """RLIMIT_AS of this sandbox's processes (0 before it started)."""
+        return self.server.address_space_bytes if self.server is not None else 0
+
+    @property
     def alive(self) -> bool:
-        if self.pid is None or self.dead_reason is not None:
-            return False
-        if self.proc is not None:
-            return self.proc.poll() is None
-        return True
+        return self.pid is not None and self.dead_reason is None
 
     def _exit_code(self, timeout: float) -> int | None:
         """Exit code if the process has ended within ``timeout`` seconds (reaps it)."""
         if self._reaped:
-            return self.exit_code
-        if self.proc is not None:
-            try:
-                self.exit_code = self.proc.wait(timeout=timeout)
-                self._reaped = True
-            except subprocess.TimeoutExpired:
-                return None
             return self.exit_code
         if self.server is not None and self.pid is not None:
             try:
@@ -863,8 +939,8 @@ class Sandbox:
         """Kill the sandbox and every process in it (descendants are also swept by the caller)."""
         if self.pid is None:
             return
-        if not self._reaped:
-            if self.server is not None and self.server.mode == "bwrap":
+        if not self._reaped and self.server is not None:
+            if self.server.mode == "bwrap":
                 # the sandbox is the init of its own pid namespace: killing it kills them all
                 host = self.host_pid or self.server.host_pid(self.pid)
                 if host is not None and host in _host_descendants_of(self.server.proc.pid):
@@ -879,20 +955,12 @@ class Sandbox:
                     except (ProcessLookupError, PermissionError):
                         pass
         self._exit_code(10)
-        if self.proc is not None:
-            for stream in (self.proc.stdin, self.proc.stdout):
+        for fd in (self.req_fd, self.resp_fd):
+            if fd is not None:
                 try:
-                    if stream:
-                        stream.close()
+                    os.close(fd)
                 except OSError:
                     pass
-        else:
-            for fd in (self.req_fd, self.resp_fd):
-                if fd is not None:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
         self.req_fd = self.resp_fd = None
 
     def close(self) -> None:
@@ -905,16 +973,26 @@ class Sandbox:
             os.close(self.log_fd)
             self.log_fd = None
 
-    def log_tail(self, limit: int = 400) -> str:
-        """The end of the sandbox's stderr (read through the grader's own descriptor)."""
+    def _drain_log(self) -> None:
+        """Read what the sandbox wrote to stdout / stderr so far, keeping the last
+        :data:`policy.LOG_TAIL_BYTES` (its writes never block on a full pipe for long)."""
         if self.log_fd is None:
-            return ""
-        try:
-            size = os.fstat(self.log_fd).st_size
-            data = os.pread(self.log_fd, limit, max(0, size - limit))
-        except OSError:
-            return ""
-        return data.decode("utf-8", "backslashreplace")
+            return
+        for _ in range(64):  # at most 64 pipe-fulls per call: a writer cannot keep us here
+            try:
+                chunk = os.read(self.log_fd, 1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            self._log = (self._log + chunk)[-policy.LOG_TAIL_BYTES:]
+
+    def log_tail(self, limit: int = 400) -> str:
+        """The end of the sandbox's stdout and stderr."""
+        self._drain_log()
+        return self._log[-limit:].decode("utf-8", "backslashreplace")
 
     # requests -------------------------------------------------------------------------
     def request(self, message: dict, timeout: float, what: str) -> Any:
@@ -937,13 +1015,17 @@ class Sandbox:
         self.kill()
         if code is None:
             code = self.exit_code
-        tail = self.log_tail()
+        tail = self.log_tail(policy.LOG_TAIL_BYTES)
+        status = describe_exit(code) if code is not None else "exit status unknown"
+        if not self.started:
+            # no learner code ran: the grading environment's fault, said as such
+            self.dead_reason = start_failure(status, tail, self.address_space_bytes)
+            raise SandboxStartFailed(self.dead_reason)
         hint = ""
         if "MemoryError" in tail or "std::bad_alloc" in tail:
             hint = " (out of memory?)"
         elif "Fatal Python error" in tail:
-            hint = " (" + tail[tail.rfind("Fatal Python error"):].splitlines()[0][:120] + ")"
-        status = describe_exit(code) if code is not None else "exit status unknown"
+            hint = " (" + _printable(tail[tail.rfind("Fatal Python error"):].splitlines()[0], 120) + ")"
         self.dead_reason = (f"the sandbox process died ({status}){hint} while running your code: "
                             f"{what}")
         raise SandboxDied(self.dead_reason)
@@ -957,12 +1039,20 @@ class Sandbox:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self.kill()
+                    if not self.started:
+                        self.dead_reason = (f"the sandbox did not start within {self.config.startup_timeout:g} s "
+                                            "(no learner code ran): the machine is overloaded, or importing torch "
+                                            "takes longer here; fix the load, or grade with fewer --jobs")
+                        raise SandboxStartFailed(self.dead_reason)
                     limit = f"{timeout:g} s" if timeout is not None else "the time limit"
                     self.dead_reason = (f"your code did not finish within {limit} ({what}); "
                                         "the sandbox was stopped")
                     raise SandboxTimeout(self.dead_reason)
-                ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
-                if not ready:
+                watch = [fd] if self.log_fd is None else [fd, self.log_fd]
+                ready, _, _ = select.select(watch, [], [], min(remaining, 1.0))
+                if self.log_fd is not None and self.log_fd in ready:
+                    self._drain_log()
+                if fd not in ready:
                     continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
@@ -978,4 +1068,26 @@ class Sandbox:
         except protocol.ProtocolError as exc:
             self.kill()
             self.dead_reason = f"{exc} ({what})"
+            if not self.started:
+                raise SandboxStartFailed(f"the sandbox did not start correctly: {self.dead_reason}") from None
             raise SandboxDied(self.dead_reason) from None
+
+
+def start_failure(status: str, tail: str, address_space_bytes: int = 0) -> str:
+    """Why a sandbox died before any learner code ran, with the fix (one message)."""
+    last = _printable(tail, 300) or "no message"
+    if any(s in tail for s in ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "failed to map segment",
+                               "out of memory")):
+        limit = f" (RLIMIT_AS {address_space_bytes // 2**20} MB)" if address_space_bytes else ""
+        return (f"the sandbox could not start ({status}): it ran out of memory{limit} while importing the "
+                f"libraries learners use, before any learner code ran ({last}). Fix: give the sandbox more memory "
+                "(--memory-mb), or install the CPU build of torch (a CUDA build reserves ~3 GB more): "
+                "bash scripts/install_torch.sh .venv/bin/python")
+    if status.startswith("exit code 96"):
+        return (f"the sandbox could not start ({status}): its system-call filter could not be installed ({last}). "
+                "Fix: install libseccomp (Debian/Ubuntu: sudo apt-get install libseccomp2)")
+    return f"the sandbox could not start ({status}) before any learner code ran: {last}. Fix: {_REPAIR}"
+
+
+_REPAIR = ("run `course-grade --check` on the answer key's notebook to see the same failure, and repair the Python "
+           "environment (bash scripts/setup.sh)")

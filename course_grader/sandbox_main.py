@@ -1,9 +1,10 @@
 """The program that runs inside the sandbox subprocess (untrusted side).
 
-Started by :class:`course_grader.sandbox.Sandbox` as
-``python -I sandbox_main.py CONFIG_JSON`` in a temporary directory. It applies resource
-limits, imports the libraries learners use, then
-serves requests from the grader on its original stdin/stdout file descriptors:
+Started by :class:`course_grader.sandbox.ForkServer` as ``python -I sandbox_main.py --zygote
+CONFIG_JSON`` (the fork server: imports the libraries learners use once, then forks one sandbox
+per request; the one way learner code runs). Each fork enters its own namespaces, drops every
+privilege, applies the limits of :mod:`course_grader.policy`, then serves requests from the
+grader on the pipes it was given:
 ``exec`` (run a learner cell), ``globals`` (describe the learner's names), and operations
 on objects (``call``, ``getattr``, ``getitem``, ``len``, ``iter`` ...).
 
@@ -25,18 +26,12 @@ import sys
 import traceback
 from typing import Any
 
+# The caps below are course_grader.policy's (set from it by _preload, once the package is on
+# sys.path; a script started as ``python -I`` cannot import it before).
 MAX_CAPTURE = 64 * 1024
 MAX_ITER_ITEMS = 100_000
-PRELOAD = [
-    "math", "random", "statistics", "fractions", "decimal", "collections", "collections.abc",
-    "itertools", "functools", "operator", "typing", "dataclasses", "json", "re", "time", "copy",
-    "warnings", "string", "textwrap", "enum", "contextlib", "abc", "numbers", "heapq", "bisect",
-    "inspect", "sysconfig", "shlex", "importlib.resources", "importlib.metadata", "unicodedata",
-    "numpy", "torch", "torch.nn", "torch.nn.functional", "torch.testing", "course_lib",
-    "course_grader.checks", "IPython.core.inputtransformer2", "course_grader.policy",
-]
 #: Modules of course_lib that are not the reference answers (the toolkit tests use).
-_NOT_REFERENCE = ("course_lib.grading",)
+_NOT_REFERENCE: tuple[str, ...] = ("course_lib.grading",)
 
 
 class _Capped(io.TextIOBase):
@@ -94,6 +89,10 @@ class _FakeIPython:
 
 
 def _apply_limits(cfg: dict) -> None:
+    """The policy's rlimits; ``memory_bytes`` is RLIMIT_AS as the grader derived it (the fork
+    server's measured address space + the learner's allowance)."""
+    from course_grader import policy
+
     def setlim(res: int, value: int | None, hard_extra: int = 0) -> None:
         if value is None:
             return
@@ -101,10 +100,10 @@ def _apply_limits(cfg: dict) -> None:
             resource.setrlimit(res, (value, value + hard_extra))
         except (ValueError, OSError):
             pass
-    setlim(resource.RLIMIT_CORE, 0)
+    setlim(resource.RLIMIT_CORE, policy.CORE_BYTES)
     setlim(resource.RLIMIT_AS, cfg.get("memory_bytes"))
     setlim(resource.RLIMIT_FSIZE, cfg.get("file_size_bytes"))
-    setlim(resource.RLIMIT_CPU, cfg.get("cpu_seconds"), 5)
+    setlim(resource.RLIMIT_CPU, cfg.get("cpu_seconds"), policy.CPU_HARD_EXTRA_SECONDS)
     setlim(resource.RLIMIT_NPROC, cfg.get("max_processes"))
     setlim(resource.RLIMIT_NOFILE, cfg.get("max_open_files"))
 
@@ -141,14 +140,14 @@ def _isolate(job: dict) -> None:
     libc = _c()
     _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    size = int(job.get("tmp_bytes") or 64 * 2**20)
+    size = int(job.get("tmp_bytes") or policy.TMP_BYTES)
     # installation folders under /tmp or /var/tmp (a clone under /tmp): held open now, bound
     # again read-only inside this sandbox's fresh tmpfs below
     binds = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in job.get("private_binds") or []]
     # a /dev of this sandbox alone (the fork server's is shared by every sandbox it forks):
     # the device nodes a program needs, bound from the fork server's /dev, read-only
     nodes = [(n, os.open(f"/dev/{n}", os.O_PATH)) for n in policy.DEV_NODES if os.path.exists(f"/dev/{n}")]
-    dev_opts = f"size={policy.DEV_BYTES},nr_inodes=64".encode()
+    dev_opts = f"size={policy.DEV_BYTES},nr_inodes={policy.DEV_INODES}".encode()
     _check(libc.mount(b"tmpfs", b"/dev", b"tmpfs", _MS_NOSUID, dev_opts + b",mode=0755"), "mount /dev")
     for name, fd in nodes:
         open(f"/dev/{name}", "w").close()
@@ -170,8 +169,8 @@ def _isolate(job: dict) -> None:
         _check(libc.mount(b"none", path.encode(), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None),
                f"read-only {path}")
         os.close(fd)
-    _check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4096,nr_inodes=8,mode=0555"),
-           "hide /proc")
+    proc_opts = f"size={policy.PROC_BYTES},nr_inodes={policy.PROC_INODES},mode=0555".encode()
+    _check(libc.mount(b"tmpfs", b"/proc", b"tmpfs", _MS_NOSUID | _MS_NODEV, proc_opts), "hide /proc")
 
 
 def _seccomp() -> str:
@@ -180,9 +179,9 @@ def _seccomp() -> str:
     for path in reversed(_SYS_PATH):
         if path not in sys.path:
             sys.path.insert(0, path)
-    from course_grader import policy
+    from course_grader import seccomp
     try:
-        return policy.install_seccomp()
+        return seccomp.install_seccomp()
     except Exception as exc:  # noqa: BLE001 - loudly: no learner code without the filter
         sys.stderr.write(f"course-sandbox: {exc}\n")
         os._exit(96)
@@ -424,12 +423,15 @@ def _set_name(name: bytes) -> None:
 
 
 def _preload(cfg: dict) -> None:
+    global MAX_CAPTURE, MAX_ITER_ITEMS, _NOT_REFERENCE
     for path in reversed(cfg.get("sys_path", [])):
         if path not in sys.path:
             sys.path.insert(0, path)
+    from course_grader import policy
+    MAX_CAPTURE, MAX_ITER_ITEMS, _NOT_REFERENCE = policy.MAX_CAPTURE, policy.MAX_ITER_ITEMS, policy.NOT_REFERENCE
     threads = str(cfg.get("threads", 1))
     os.environ.setdefault("OMP_NUM_THREADS", threads)
-    for mod in PRELOAD:
+    for mod in policy.SANDBOX_PRELOAD:
         try:
             __import__(mod)
         except Exception:  # noqa: BLE001 - a missing optional module is fine
@@ -511,23 +513,6 @@ def _serve(cfg: dict, req_fd: int, resp_fd: int) -> None:
     os._exit(0)
 
 
-def main() -> None:
-    """One sandbox, started as a fresh interpreter."""
-    cfg = json.loads(sys.argv[1])
-    _set_name(b"course-sandbox")
-    req_fd, resp_fd = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)  # stray writes to fd 1 go to the sandbox log, never to the grader
-    _SYS_PATH[:] = cfg.get("sys_path", [])
-    if cfg.get("drop") == "bwrap":  # bubblewrap left no capability; add no_new_privs and the filter
-        _check(_c().prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
-        _seccomp()
-    _apply_limits(cfg)
-    _preload(cfg)
-    _serve(cfg, req_fd, resp_fd)
-
-
 def _child(job: dict, fds: list[int]) -> None:
     """In a fresh fork of the zygote: become one sandbox (never returns)."""
     try:
@@ -558,6 +543,20 @@ def _child(job: dict, fds: list[int]) -> None:
     os._exit(98)
 
 
+def _oom_first() -> None:
+    """Make this process (and so the sandbox it forks, and all the learner starts) the first the
+    OOM killer takes when the memory cgroup is full (``policy.SANDBOX_OOM_SCORE_ADJ``): memory a
+    learner holds outside any mapping (``memfd`` pages) counts for no process, and the fork
+    server, not the learner, would otherwise be the largest. Raising one's own score needs no
+    privilege; /proc is still the fork server's here."""
+    from course_grader import policy
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(policy.SANDBOX_OOM_SCORE_ADJ))
+    except OSError:
+        pass
+
+
 def _fork_isolated(sock: Any, job: dict, fds: list[int]) -> tuple[int, str]:
     """Fork a sandbox in namespaces of its own (see :func:`_isolate`); returns (pid, error).
 
@@ -572,6 +571,7 @@ def _fork_isolated(sock: Any, job: dict, fds: list[int]) -> tuple[int, str]:
         try:
             sock.close()
             os.close(r)
+            _oom_first()
             _isolate(job)
             pid = os.fork()
             if pid == 0:
@@ -600,6 +600,18 @@ def _fork_isolated(sock: Any, job: dict, fds: list[int]) -> tuple[int, str]:
     return -1, text[1:] if text.startswith("E") else "no answer"
 
 
+def _vm_bytes() -> int:
+    """This process's address space now (``VmSize`` of /proc/self/status), 0 if unknown."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh.read(1 << 16).decode("ascii", "replace").splitlines():
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def zygote() -> None:
     """Fork server: imports everything once, then forks one sandbox per request.
 
@@ -622,7 +634,9 @@ def zygote() -> None:
     _forget_reference()  # once here (a full gc.collect() costs ~0.1 s): every fork starts clean
     import gc
     gc.freeze()  # what the zygote holds is never collected again: cheaper gc in each sandbox
-    sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    # the address space every sandbox starts with (it is a fork of this process): the grader
+    # sets each sandbox's RLIMIT_AS to this + the learner's allowance, so any torch build fits
+    sock.send(json.dumps({"ready": True, "pid": os.getpid(), "vm_bytes": _vm_bytes()}).encode())
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
@@ -641,6 +655,7 @@ def zygote() -> None:
                 pid = os.fork()
                 if pid == 0:
                     sock.close()
+                    _oom_first()
                     _child(req, fds)
             for fd in fds:
                 os.close(fd)
@@ -665,7 +680,6 @@ def zygote() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--zygote"]:
-        zygote()
-    else:
-        main()
+    if sys.argv[1:2] != ["--zygote"]:
+        sys.exit("sandbox_main.py runs only as the grader's fork server (--zygote CONFIG_JSON)")
+    zygote()

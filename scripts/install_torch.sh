@@ -4,12 +4,18 @@
 #     `pip install torch` there pulls the CUDA build with several GB of nvidia-* wheels);
 #     if that index does not answer within TORCH_PROBE_SECONDS (default 5), the default index;
 #   * Linux with an NVIDIA GPU, and macOS: the default build from the default index.
+# After installing, it says loudly (on stderr, in a frame) when the torch it installed is a CUDA
+# build on a machine without an NVIDIA GPU (the CPU index did not answer, or TORCH_INDEX_URL), with
+# the command that gets the CPU build. `install_torch.sh --check-build PYTHON` only says that
+# (scripts/setup.sh runs it on every set-up, so an environment made earlier is checked too).
 # Overrides: TORCH_SPEC (what to install, default torch==2.13.0), TORCH_INDEX_URL (the index to
 # use, no probing), TORCH_CPU_INDEX (the CPU index to probe). TORCH_DRY_RUN=1 prints the choice
 # and the pip command instead of running it.
 #   bash scripts/install_torch.sh .venv/bin/python
 set -euo pipefail
-PY=${1:?usage: install_torch.sh PYTHON}
+check_only=0
+if [ "${1:-}" = --check-build ]; then check_only=1; shift; fi
+PY=${1:?usage: install_torch.sh [--check-build] PYTHON}
 SPEC=${TORCH_SPEC:-torch==2.13.0}
 CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 PROBE=${TORCH_PROBE_SECONDS:-5}
@@ -29,6 +35,35 @@ except urllib.error.HTTPError:
     pass  # the server answered
 PY
 }
+
+# A CUDA build where no NVIDIA GPU is: say so loudly, with the command that gets the CPU build.
+warn_cuda_without_gpu() {
+  [ "$(uname -s)" = Linux ] || return 0
+  has_nvidia && return 0
+  local info cuda version
+  info=$("$PY" -c "import torch; print(torch.version.cuda or '', torch.__version__)" 2>/dev/null) || return 0
+  cuda=${info%% *}
+  version=${info##* }
+  [ -n "$cuda" ] || return 0
+  cat >&2 <<EOF
+
+################################################################################
+WARNING: torch $version is a CUDA $cuda build, but this machine has no NVIDIA GPU.
+It runs on the CPU here, but its nvidia-* libraries take ~5 GB of disk and every
+process that imports it reserves ~3 GB of address space (the CPU build: ~0.6 GB).
+Get the CPU build (the same version) with:
+  "$PY" -m pip install --force-reinstall --no-deps "torch==${version%%+*}+cpu" --index-url $CPU_INDEX
+and remove the CUDA libraries with:
+  "$PY" -m pip freeze | grep '^nvidia-' | cut -d= -f1 | xargs -r "$PY" -m pip uninstall -y
+################################################################################
+
+EOF
+}
+
+if [ "$check_only" = 1 ]; then
+  warn_cuda_without_gpu
+  exit 0
+fi
 
 index_args=()
 unset cpu_first
@@ -64,3 +99,4 @@ if [ -n "${cpu_first+x}" ] && "${cpu_first[@]}" 2>/dev/null; then
   exit 0
 fi
 "${cmd[@]}"
+warn_cuda_without_gpu

@@ -108,6 +108,8 @@ fi
 bash scripts/install_terminal.sh "$PREFIX"
 
 "$PY" -c "import course_lib, torch, sys; print(f'course_lib {course_lib.__version__} ready in $PREFIX: torch {torch.__version__}, Python', sys.version.split()[0])"
+# A CUDA build of torch on a machine without an NVIDIA GPU: said loudly, with the CPU build's command.
+bash scripts/install_torch.sh --check-build "$PY"
 echo "set-up took $(( $(date +%s) - start )) s"
 if [ -n "$system_note" ]; then
   echo

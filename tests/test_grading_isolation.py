@@ -195,7 +195,10 @@ print("fork", os.wait()[1])
     if os.uname().machine == "x86_64":  # the seccomp filter (system call numbers of x86_64 above)
         assert "keyctl -1 1" in out and "ptrace -1 1" in out and "newuser -1 -1" in out
     assert "threads [1] 1000000.0" in out and "fork 0" in out  # threads and fork still work
-    assert (f"limits [{cfg.memory_bytes}, {cfg.file_size_bytes}, {cfg.max_open_files}, {cfg.max_processes}, 0]"
+    # RLIMIT_AS: what the fork server holds with torch imported (measured) + the learner's allowance
+    address_space = session.sandbox.address_space_bytes
+    assert address_space > cfg.memory_bytes
+    assert (f"limits [{address_space}, {cfg.file_size_bytes}, {cfg.max_open_files}, {cfg.max_processes}, 0]"
             in out)
 
 
@@ -282,20 +285,6 @@ def test_reference_imports_are_seen_however_made(session):
 def test_ipython_syntax_is_transformed_inside_the_sandbox(session):
     assert "x is 3" in _run(session, "%%time\nx = 3\nprint('x is', x)")
     assert "y is 1" in _run(session, "!echo hello\n%matplotlib inline\ny = 1\nprint('y is', y)")
-
-
-def test_a_one_off_sandbox_without_fork_server_is_isolated_too():
-    if not isolation_status()[0]:
-        pytest.skip("bubblewrap unavailable")
-    sb = Sandbox(SandboxConfig(fork_server=False))
-    sb.start()
-    try:
-        reply = sb.request({"op": "exec", "cell": 1, "source": f"import os; print(sorted(os.listdir({str(ROOT)!r})), "
-                                                               "os.listdir('/tmp'))"}, 60, "x")
-        assert "solutions" not in reply["stdout"] and "[]" in reply["stdout"]
-    finally:
-        sb.close()
-
 
 
 @needs_bwrap

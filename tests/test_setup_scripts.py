@@ -93,6 +93,52 @@ def test_torch_index_and_spec_overrides(tmp_path):
     assert "install -q torch==2.14.1 --index-url http://127.0.0.1:9/simple" in out
 
 
+def _fake_python(tmp_path: Path, cuda: str) -> Path:
+    """A stand-in Python for install_torch.sh: ``-m pip`` records its arguments and succeeds
+    (nothing is installed), ``-c`` answers what torch says of its build (``cuda``: the CUDA version
+    of a CUDA build, empty for the CPU build)."""
+    fake = tmp_path / "fake-python"
+    log = tmp_path / "pip.log"
+    fake.write_text(f"""#!/bin/sh
+if [ "$1" = -m ] && [ "$2" = pip ]; then echo "$@" >> {log}; exit 0; fi
+if [ "$1" = -c ]; then echo "{cuda} 2.13.0{'+cu' + cuda.replace('.', '') if cuda else '+cpu'}"; exit 0; fi
+exit 1
+""")
+    fake.chmod(0o755)
+    return fake
+
+
+def _install(tmp_path: Path, python: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "TORCH_INDEX_URL": "http://127.0.0.1:9/simple"}  # no probing, and pip is the stand-in's
+    return subprocess.run(["bash", str(INSTALL_TORCH), *args, str(python)], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CPU-index choice is made on Linux only")
+@pytest.mark.skipif(os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None,
+                    reason="this machine has an NVIDIA GPU")
+def test_a_cuda_build_on_a_machine_without_gpu_is_said_loudly_with_the_cpu_command(tmp_path):
+    """Issue 29: the default index gave torch 2.13.0+cu130 (5.8 GB) without a word."""
+    proc = _install(tmp_path, _fake_python(tmp_path, "13.0"))
+    assert "install -q torch==2.13.0" in (tmp_path / "pip.log").read_text()  # it did install
+    warning = proc.stderr
+    assert "WARNING: torch 2.13.0+cu130 is a CUDA 13.0 build, but this machine has no NVIDIA GPU" in warning, warning
+    assert "--force-reinstall --no-deps \"torch==2.13.0+cpu\" --index-url https://download.pytorch.org/whl/cpu" in warning
+    # setup.sh's check of an environment made earlier says the same
+    assert "is a CUDA 13.0 build" in _install(tmp_path, _fake_python(tmp_path, "13.0"), "--check-build").stderr
+    # the CPU build, or a CUDA build where a GPU is: nothing to say
+    assert "WARNING" not in _install(tmp_path, _fake_python(tmp_path, "")).stderr
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    assert "WARNING" not in _install(tmp_path, _fake_python(tmp_path, "13.0")).stderr
+
+
+def test_setup_checks_the_torch_build_on_every_run():
+    text = (REPO / "scripts" / "setup.sh").read_text()
+    assert 'bash scripts/install_torch.sh --check-build "$PY"' in text
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
