@@ -843,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
                         ("build", "write the Chinese notebooks under zh/ and zh-TW/"),
                         ("check", "exit 1 if the Chinese edition is not in step"),
                         ("lint", "translations that changed math, inline code, link targets or headings"),
-                        ("fix", "the glossary's mechanical fixes in the zh_CN catalogues (rejected words, '96.6 %')"),
+                        ("fix", "the glossary's mechanical fixes in the zh_CN catalogues (rejected words, '96.6 %%')"),
                         ("convert", "write the generated editions' catalogues (zh_TW from zh_CN) and README.zh-TW.md"),
                         ("readme", "the translated READMEs' sections whose English changed (--stamp HEADING: translated)")):
         s = sub.add_parser(name, help=help_)
