@@ -308,14 +308,20 @@ def drop_sections(text: str, headings: tuple[str, ...]) -> str:
 
 def glossary_with_anchors(text: str) -> str:
     """docs/GLOSSARY.md with an anchor per term: each row of the terms table gets
-    ``id="term-<slug>"`` on its English name, which links to itself."""
+    ``id="term-<slug>"`` on its English name, which links to itself; the rows of the
+    translation's word list ("Words of the translation", which names some terms again)
+    get ``id="usage-<slug>"``, so no two rows share an anchor."""
     out = []
+    prefix = "term"
     for line in text.splitlines():
+        if line.startswith("## "):
+            prefix = "usage" if "Words of the translation" in line else "term"
         m = re.match(r"\| ([^|]+?) \| (.*)$", line)
         if m and not line.startswith("| English") and not line.startswith("| ---"):
             term = m.group(1).strip()
             slug = term_slug(term)
-            line = f'| <a class="term" id="term-{slug}" href="#term-{slug}">{html.escape(term)}</a> | {m.group(2)}'
+            line = (f'| <a class="{prefix}" id="{prefix}-{slug}" href="#{prefix}-{slug}">{html.escape(term)}</a> '
+                    f'| {m.group(2)}')
         out.append(line)
     return "\n".join(out) + "\n"
 

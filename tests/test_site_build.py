@@ -124,14 +124,20 @@ def test_grading_page_keeps_the_teacher_sections_and_drops_the_developer_ones():
 def test_glossary_has_one_anchor_per_term():
     text = (REPO / "docs" / "GLOSSARY.md").read_text(encoding="utf-8")
     out = build.glossary_with_anchors(text)
-    terms = [line.split("|")[1].strip() for line in text.splitlines()
-             if line.startswith("| ") and not line.startswith(("| English", "| ---"))]
-    assert len(terms) > 50
-    slugs = [build.term_slug(t) for t in terms]
-    assert len(set(slugs)) == len(slugs), "two terms share an anchor"
-    for slug in slugs:
-        assert out.count(f'id="term-{slug}"') == 1, slug
-    assert out.count('class="term" id="term-') == len(terms)
+    tables: dict[str, list[str]] = {"term": [], "usage": []}
+    prefix = "term"
+    for line in text.splitlines():
+        if line.startswith("## "):
+            prefix = "usage" if "Words of the translation" in line else "term"
+        if line.startswith("| ") and not line.startswith(("| English", "| ---")):
+            tables[prefix].append(line.split("|")[1].strip())
+    assert len(tables["term"]) > 50
+    ids = [f"{prefix}-{build.term_slug(t)}" for prefix, terms in tables.items() for t in terms]
+    assert len(set(ids)) == len(ids), "two rows share an anchor"
+    for anchor in ids:
+        assert out.count(f'id="{anchor}"') == 1, anchor
+    assert out.count('class="term" id="term-') == len(tables["term"])
+    assert out.count('class="usage" id="usage-') == len(tables["usage"])
 
 
 def test_assignment_points_split_public_and_hidden():
