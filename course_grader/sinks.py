@@ -160,7 +160,8 @@ def _output(out: Any) -> dict | None:
         return {"output_type": "error", "ename": _text(out.get("ename"), 200), "evalue": _text(out.get("evalue")),
                 "traceback": [_text(line) for line in tb[:200]] if isinstance(tb, list) else []}
     if kind in ("execute_result", "display_data"):
-        data = out.get("data") if isinstance(out.get("data"), dict) else {}
+        raw = out.get("data")
+        data: dict = raw if isinstance(raw, dict) else {}
         kept: dict[str, str] = {}
         for mime in _KEPT_MIME:
             value = _text(data.get(mime))
@@ -202,7 +203,8 @@ def formgrader_notebook(nb: Any) -> dict:
         if not isinstance(cell, dict):
             continue
         kind = cell.get("cell_type")
-        meta_in = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        raw_meta = cell.get("metadata")
+        meta_in: dict = raw_meta if isinstance(raw_meta, dict) else {}
         grader = _nbgrader_meta(meta_in.get("nbgrader"))
         meta = {"nbgrader": grader} if grader else {}
         source = _text(cell.get("source"))

@@ -101,7 +101,10 @@ def test_readme_lists_every_lesson(path: Path) -> None:
 
 def test_glossary_terms_come_from_lessons_that_exist() -> None:
     lessons = {lesson_id(p) for p in NOTEBOOKS}
-    for tsv in (ROOT / "docs" / "glossary").glob("*.tsv"):
+    # one file per lesson (NN.tsv, NNa.tsv); usage.tsv is the translation's word list, with
+    # other columns (English, zh-CN, zh-TW, rejected words, fixable, note), checked by test_glossary
+    for tsv in sorted(p for p in (ROOT / "docs" / "glossary").glob("*.tsv") if p.name != "usage.tsv"):
+        assert re.fullmatch(r"\d\d[a-z]?\.tsv", tsv.name), f"docs/glossary/{tsv.name}: not a lesson's file"
         for line in tsv.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 lesson = line.split("\t")[3].strip()
