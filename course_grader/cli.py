@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Sequence
 
 from course_grader.notebook import Assignment, NotebookError
+from course_grader.policy import WATCHDOG_GRACE_SECONDS
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
@@ -132,18 +134,23 @@ def find_submissions(directory: str | Path, assignment: Assignment) -> dict[str,
     return found
 
 
-def _error_result(assignment: Assignment, student: str, message: str) -> SubmissionResult:
+def _error_result(assignment: Assignment, student: str, message: str,
+                  status: Status = Status.GRADER_ERROR) -> SubmissionResult:
     multi = len(assignment.notebooks) > 1
     nbs = []
     for name, src in assignment.notebooks.items():
         tests = [TestOutcome(t.grade_id, (f"{name}:" if multi else "") + t.grade_id, 0.0, t.points, False,
                              f"not graded: {message}", hidden=t.has_hidden) for t in src.tests]
-        nbs.append(NotebookResult(name, Status.GRADER_ERROR, tests, notes=[message]))
-    return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
+        nbs.append(NotebookResult(name, status, tests, notes=[message]))
+    return SubmissionResult(student, assignment.name, status, 0.0, assignment.max_points, nbs)
 
 
 #: First uid handed to parallel workers' sandboxes in root mode (no passwd entry needed).
 SANDBOX_UID_BASE = 61000
+
+
+class WorkerOverrun(Exception):
+    """A grading worker did not answer within the learner's budget (it was killed)."""
 
 
 class _Worker:
@@ -155,16 +162,44 @@ class _Worker:
         if os.geteuid() == 0 and _uid_free(uid):
             env[SANDBOX_UID_ENV] = str(uid)
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
+                                     bufsize=0, env=env)
+        self.buffer = b""
 
-    def run(self, job: dict) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(job) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"grading worker exited ({self.proc.poll()})")
-        return json.loads(line)
+    def _line(self, limit: float, started: bool) -> bytes:
+        """The worker's next line, or b"" at its end; raises :class:`WorkerOverrun` (after
+        killing the worker) when none came within ``limit`` seconds."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + limit
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.proc.kill()
+                self.close()
+                raise WorkerOverrun(limit, started)
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def run(self, job: dict, timeout: float, startup: float) -> dict:
+        """Grade one job. The worker says when its sandbox fork server is up (within ``startup``
+        seconds); from then on, a worker that has not answered within ``timeout`` seconds is
+        killed (with its fork server and sandboxes) and :class:`WorkerOverrun` raised: the
+        per-learner budget holds whatever the worker was doing, decoding a learner's value
+        included."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        reply: dict = {"started": True}
+        for limit, started in ((startup, False), (timeout, True)):
+            if "started" not in reply:
+                break
+            line = self._line(limit, started)
+            if not line:
+                raise RuntimeError(f"grading worker exited ({self.proc.poll()})")
+            reply = json.loads(line)
+        return reply
 
     def close(self) -> None:
         try:
@@ -193,14 +228,23 @@ def _uid_free(uid: int) -> bool:
     return True
 
 
+def learner_budget(assignment: Assignment, config: SandboxConfig, grace: float = WATCHDOG_GRACE_SECONDS) -> float:
+    """Wall seconds after which one learner's grading is killed: the per-notebook budget for
+    each notebook, plus ``grace`` for starting the sandbox and writing the result."""
+    return config.submission_timeout * max(1, len(assignment.notebooks)) + grace
+
+
 def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, jobs: int, config: SandboxConfig,
-               seed: int | None = None, progress: bool = True) -> list[SubmissionResult]:
+               seed: int | None = None, progress: bool = True,
+               watchdog_grace: float = WATCHDOG_GRACE_SECONDS) -> list[SubmissionResult]:
     """Grade (assignment, learner, notebooks) items, possibly of several assignments.
 
     ``jobs`` worker processes (each a child subreaper with its own sandbox fork server, and
     under the grader's own memory limit ``config.grader_memory_bytes``) grade in parallel;
     a worker that dies costs only the submission it was grading (it is restarted for the
-    next). Every process started by learner code is killed before this returns.
+    next), and so does a worker that overruns the learner's budget (:func:`learner_budget`):
+    it is killed, and that learner's row says so. Every process started by learner code is
+    killed before this returns.
 
     Returns:
         Results in the order of ``items``.
@@ -233,11 +277,20 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                 try:
                     if worker is None:
                         worker = _Worker(slot, config.grader_memory_bytes)
-                    reply = worker.run(job)
+                    # the worker's start (its torch import) and its fork server's: each within startup_timeout
+                    reply = worker.run(job, learner_budget(assignment, config, watchdog_grace),
+                                       2 * config.startup_timeout)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
                     else:
                         res = _error_result(assignment, student, str(reply.get("error")))
+                except WorkerOverrun as exc:
+                    worker = None
+                    limit, started = exc.args
+                    res = (_error_result(assignment, student, f"grading stopped: your notebook used up its time "
+                                         f"budget of {limit:g} s (running your code and reading what it returned "
+                                         "included)", Status.TIMEOUT) if started else
+                           _error_result(assignment, student, f"the grading process did not start within {limit:g} s"))
                 except Exception as exc:  # noqa: BLE001 - worker crash: record, restart worker
                     res = _error_result(assignment, student, f"the grading process of this submission died ({exc}); "
                                         "it was restarted for the others")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from course_grader.i18n import gettext_for, html_lang
-from course_grader.runner import SubmissionResult
+from course_grader.results import SubmissionResult
 
 __all__ = ["render_html", "render_text", "unclean_cell_lines"]
 

@@ -72,6 +72,10 @@ TMPFS_INODES = 4096
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 #: Size of a learner's own /dev tmpfs (read-only once the nodes are in place).
 DEV_BYTES = 65536
+#: Wall seconds added to a learner's budget (``SandboxConfig.submission_timeout`` per notebook)
+#: before the grading worker of that learner is killed (``cli.learner_budget``): starting the
+#: sandbox and returning the row. Decoding what a learner's code returned counts against it too.
+WATCHDOG_GRACE_SECONDS = 60.0
 #: Memory of a fork server itself (torch imported), added to a learner's memory cgroup.
 ZYGOTE_MEMORY_BYTES = 1024 * 2**20
 
