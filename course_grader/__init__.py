@@ -6,8 +6,9 @@ trusted grader process against proxies of the learner's objects (see docs/GRADIN
 Read :mod:`policy` first (what a learner's sandbox sees and may do). Modules: :mod:`checks`
 (toolkit for test cells), :mod:`notebook` (source and submitted notebooks), :mod:`sandbox`
 and :mod:`sandbox_main` (the sandbox, grader side and inside), :mod:`protocol` (the bounded
-wire format), :mod:`rpc` (proxies), :mod:`runner` (grade one submission; the one door for a
-submission's files), :mod:`worker`, :mod:`feedback`, :mod:`gradebook`, :mod:`cli`;
+wire format), :mod:`rpc` (proxies), :mod:`runner` (grade one submission), :mod:`results` (what is
+recorded; no torch), :mod:`submission` (the one door for a submission's files), :mod:`worker`,
+:mod:`feedback`, :mod:`gradebook`, :mod:`cli`;
 :mod:`selfcheck` (the learner's ``course-grade check``), :mod:`nbgrader_course` (the course's
 nbgrader settings, ``init-course``), :mod:`nbgrader_export` (grades into nbgrader's
 ``gradebook.db``, ``autograded/`` and ``feedback/``). The authoring and QA tools (exercise

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -42,7 +43,7 @@ from typing import Sequence
 
 from course_grader.i18n import N_, files_language, gettext_for, translate_message
 from course_grader.notebook import Assignment, NotebookError
-from course_grader.policy import SANDBOX_UID_BASE
+from course_grader.policy import SANDBOX_UID_BASE, WATCHDOG_GRACE_SECONDS
 from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sinks import terminal, terminal_block
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
@@ -273,15 +274,20 @@ def find_submissions(directory: str | Path, assignment: Assignment) -> Submissio
     return found
 
 
-def _error_result(assignment: Assignment, student: str, message: str) -> SubmissionResult:
+def _error_result(assignment: Assignment, student: str, message: str,
+                  status: Status = Status.GRADER_ERROR) -> SubmissionResult:
     multi = len(assignment.notebooks) > 1
     nbs = []
     for name, src in assignment.notebooks.items():
         tests = [TestOutcome(t.grade_id, (f"{name}:" if multi else "") + t.grade_id, 0.0, t.points, False,
                              f"not graded: {message}", hidden=t.has_hidden) for t in src.tests]
-        nbs.append(NotebookResult(name, Status.GRADER_ERROR, tests, notes=[message]))
-    return SubmissionResult(student, assignment.name, Status.GRADER_ERROR, 0.0, assignment.max_points, nbs)
+        nbs.append(NotebookResult(name, status, tests, notes=[message]))
+    return SubmissionResult(student, assignment.name, status, 0.0, assignment.max_points, nbs)
 
+
+
+class WorkerOverrun(Exception):
+    """A grading worker did not answer within the learner's budget (it was killed)."""
 
 
 class _Worker:
@@ -295,18 +301,46 @@ class _Worker:
         # the worker's stderr (where anything printed in it goes) reaches the terminal only
         # through the terminal guard: a learner's text in a warning cannot carry escape sequences
         self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, errors="surrogateescape", env=env,
+                                     stderr=subprocess.PIPE, bufsize=0, env=env,
                                      start_new_session=True)  # Ctrl-C reaches the grader, which stops its workers
         threading.Thread(target=_relay_stderr, args=(self.proc.stderr,), daemon=True).start()
+        self.buffer = b""
 
-    def run(self, job: dict) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(job) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"grading worker exited ({self.proc.poll()})")
-        return json.loads(line)
+    def _line(self, limit: float, started: bool) -> bytes:
+        """The worker's next line, or b"" at its end; raises :class:`WorkerOverrun` (after
+        killing the worker) when none came within ``limit`` seconds."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + limit
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.proc.kill()
+                self.close()
+                raise WorkerOverrun(limit, started)
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def run(self, job: dict, timeout: float, startup: float) -> dict:
+        """Grade one job. The worker says when its sandbox fork server is up (within ``startup``
+        seconds); from then on, a worker that has not answered within ``timeout`` seconds is
+        killed (with its fork server and sandboxes) and :class:`WorkerOverrun` raised: the
+        per-learner budget holds whatever the worker was doing, decoding a learner's value
+        included."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+        reply: dict = {"started": True}
+        for limit, started in ((startup, False), (timeout, True)):
+            if "started" not in reply:
+                break
+            line = self._line(limit, started)
+            if not line:
+                raise RuntimeError(f"grading worker exited ({self.proc.poll()})")
+            reply = json.loads(line)
+        return reply
 
     def close(self) -> None:
         try:
@@ -321,7 +355,8 @@ class _Worker:
 def _relay_stderr(stream) -> None:
     """Copy a worker's stderr to ours, line by line, through :func:`course_grader.sinks.terminal`."""
     try:
-        for line in iter(lambda: stream.readline(8192), ""):
+        for raw in iter(lambda: stream.readline(8192), b""):
+            line = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
             sys.stderr.write(terminal(line.rstrip("\n")) + "\n")
             sys.stderr.flush()
     except (OSError, ValueError):
@@ -386,15 +421,24 @@ def _uid_free(uid: int) -> bool:
     return True
 
 
+def learner_budget(assignment: Assignment, config: SandboxConfig, grace: float = WATCHDOG_GRACE_SECONDS) -> float:
+    """Wall seconds after which one learner's grading is killed: the per-notebook budget for
+    each notebook, plus ``grace`` for starting the sandbox and writing the result."""
+    return config.submission_timeout * max(1, len(assignment.notebooks)) + grace
+
+
 def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, jobs: int, config: SandboxConfig,
                seed: int | None = None, progress: bool = True, on_result=None,
-               stop: Stop | None = None) -> list[SubmissionResult]:
+               stop: Stop | None = None,
+               watchdog_grace: float = WATCHDOG_GRACE_SECONDS) -> list[SubmissionResult]:
     """Grade (assignment, learner, notebooks) items, possibly of several assignments.
 
     ``jobs`` worker processes (each a child subreaper with its own sandbox fork server, and
     under the grader's own memory limit ``config.grader_memory_bytes``) grade in parallel;
     a worker that dies costs only the submission it was grading (it is restarted for the
-    next). Every process started by learner code is killed before this returns.
+    next), and so does a worker that overruns the learner's budget (:func:`learner_budget`):
+    it is killed, and that learner's row says so. Every process started by learner code is
+    killed before this returns.
 
     Each result carries the learner id of its item (identity is the teacher's, never read
     back from a worker). ``on_result(index, result)`` is called for each result as soon as it
@@ -440,11 +484,22 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                     if worker is None:  # the preflight's worker first (its fork server is warm)
                         worker = _SPARE_WORKERS.pop(slot, None) or _Worker(slot, config.grader_memory_bytes)
                         stop.add(worker)
-                    reply = worker.run(job)
+                    # the worker's start (its torch import) and its fork server's: each within startup_timeout
+                    reply = worker.run(job, learner_budget(assignment, config, watchdog_grace),
+                                       2 * config.startup_timeout)
                     if "result" in reply:
                         res = SubmissionResult.from_dict(reply["result"])
                     else:
                         res = _error_result(assignment, student, str(reply.get("error")))
+                except WorkerOverrun as exc:
+                    if worker is not None:
+                        stop.discard(worker)
+                    worker = None
+                    limit, started = exc.args
+                    res = (_error_result(assignment, student, f"grading stopped: your notebook used up its time "
+                                         f"budget of {limit:g} s (running your code and reading what it returned "
+                                         "included)", Status.TIMEOUT) if started else
+                           _error_result(assignment, student, f"the grading process did not start within {limit:g} s"))
                 except Exception as exc:  # noqa: BLE001 - worker crash: record, restart worker
                     if worker is not None:
                         stop.discard(worker)
@@ -505,7 +560,7 @@ def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | N
            "seed": seed, "notebooks": {name: str(src.path) for name, src in assignment.notebooks.items()}}
     worker = _Worker(0, config.grader_memory_bytes)
     try:
-        reply = worker.run(job)
+        reply = worker.run(job, learner_budget(assignment, config), 2 * config.startup_timeout)
         if "result" not in reply:
             raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grader failed "
                                      f"on the answer key's own solution ({str(reply.get('error'))[:600]}). Fix: repair "

@@ -8,7 +8,7 @@ the grader's code (only frames of the learner's own cells).
 from __future__ import annotations
 
 from course_grader.i18n import gettext_for, html_lang, label, translate_message
-from course_grader.runner import SubmissionResult
+from course_grader.results import SubmissionResult
 from course_grader.sinks import html_text
 
 __all__ = ["render_html", "render_text", "unclean_cell_lines"]

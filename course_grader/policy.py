@@ -138,6 +138,10 @@ DEV_INODES = 64
 #: The sandbox's /proc: an empty, read-only tmpfs of this size.
 PROC_BYTES = 4096
 PROC_INODES = 8
+#: Wall seconds added to a learner's budget (``SandboxConfig.submission_timeout`` per notebook)
+#: before the grading worker of that learner is killed (``cli.learner_budget``): starting the
+#: sandbox and returning the row. Decoding what a learner's code returned counts against it too.
+WATCHDOG_GRACE_SECONDS = 60.0
 
 # -- what the grader keeps of a sandbox -------------------------------------------------------
 #: Bytes of a sandbox's stderr the grader keeps (the end; read from a pipe, never a file).
@@ -176,7 +180,7 @@ SANDBOX_PRELOAD = (
     "course_grader.checks", "IPython.core.inputtransformer2", "course_grader.policy", "course_grader.seccomp",
 )
 #: Modules of course_lib that are not reference answers (the toolkit tests use).
-NOT_REFERENCE = ("course_lib.grading",)
+NOT_REFERENCE: tuple[str, ...] = ()
 
 # -- the environment preflight ----------------------------------------------------------------
 #: The known-good cell ``course-grade --check`` runs in one sandbox before the learner's notebook
@@ -212,6 +216,7 @@ BOUNDS: tuple[tuple[str, str, str], ...] = (
     ("CELL_TIMEOUT", f"{CELL_TIMEOUT:g} s", "wall time of one learner cell (--cell-timeout)"),
     ("CALL_TIMEOUT", f"{CALL_TIMEOUT:g} s", "wall time of one call from a test into learner code (--call-timeout)"),
     ("SUBMISSION_TIMEOUT", f"{SUBMISSION_TIMEOUT:g} s", "wall time of one notebook, restarts included"),
+    ("WATCHDOG_GRACE_SECONDS", f"{WATCHDOG_GRACE_SECONDS:g} s", "added to a learner's budget (SUBMISSION_TIMEOUT per notebook) before its grading worker is killed, decoding included"),
     ("STARTUP_TIMEOUT", f"{STARTUP_TIMEOUT:g} s", "start of a fork server or a sandbox"),
     ("MAX_RESTARTS", str(MAX_RESTARTS), "restarts of a dead sandbox per notebook"),
     ("LEARNER_MEMORY_BYTES", _mb(LEARNER_MEMORY_BYTES),

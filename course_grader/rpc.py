@@ -215,6 +215,11 @@ class Session:
             always mean the grader's own objects.
     """
 
+    #: What runs the learner's cells: a bubblewrap sandbox (or, ``--unsafe-no-sandbox``, a
+    #: child process). Inside a sandbox, the self-check sets a process forked there
+    #: (:class:`course_grader.sandbox_main.ForkedLearner`).
+    sandbox_class: type[Sandbox] = Sandbox
+
     def __init__(self, config: SandboxConfig, trusted_imports: str = "") -> None:
         self.config = config
         self.trusted_imports = trusted_imports
@@ -233,13 +238,13 @@ class Session:
 
     # lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
-        Sandbox.prepare(self.config)  # the fork server is long-lived: not part of this submission
+        self.sandbox_class.prepare(self.config)  # the fork server is long-lived: not part of this submission
         self.baseline = frozenset(descendants())
         self._spawn()
 
     def _spawn(self) -> None:
         self.generation += 1
-        self.sandbox = Sandbox(self.config)
+        self.sandbox = self.sandbox_class(self.config)
         try:
             self.sandbox.start()
         except SandboxDied as exc:

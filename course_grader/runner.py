@@ -14,215 +14,30 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import os
-import stat
-import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import asdict
 from pathlib import Path
 
 from course_grader import checks
 from course_grader.i18n import N_, notebook_language
-from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell,
-                                         load_notebook_json, plan_submission)
+from course_grader.notebook import Assignment, NotebookError, SourceNotebook, TestCell, plan_submission
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
-from course_grader.sandbox import SandboxConfig, SandboxDied, SandboxStartFailed, set_child_subreaper, unsafe_note
+from course_grader.results import NotebookResult, Status, SubmissionResult, TestOutcome, worst
+from course_grader.sandbox import Sandbox, SandboxConfig, SandboxDied, SandboxStartFailed, set_child_subreaper, unsafe_note
+from course_grader.submission import MAX_NOTEBOOK_BYTES, SubmissionRefused, load_submission, read_submission
 
-__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission"]
-
-
-@dataclass
-class TestOutcome:
-    """The result of one test cell."""
-
-    grade_id: str
-    column: str
-    points: float
-    max_points: float
-    passed: bool
-    message: str = ""
-    details: str = ""
-    hidden: bool = False
-    skipped: bool = False
-
-
-@dataclass
-class NotebookResult:
-    """Results for one notebook of a submission."""
-
-    notebook: str
-    status: Status
-    tests: list[TestOutcome] = field(default_factory=list)
-    cells: list[dict] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    duration: float = 0.0
-    #: which memory bound applied to the learner's processes (memory cgroup or RLIMIT_AS)
-    memory_bound: str = ""
-    #: which system-call filter applied (course_grader.policy)
-    seccomp: str = ""
-    #: the language of the learner's notebook, for the learner-facing feedback
-    #: (course_grader.i18n.notebook_language: "en" unless its metadata names one we know)
-    language: str = "en"
-
-
-@dataclass
-class SubmissionResult:
-    """Everything recorded for one learner and one assignment."""
-
-    student: str
-    assignment: str
-    status: Status
-    total: float
-    max_total: float
-    notebooks: list[NotebookResult] = field(default_factory=list)
-    seed: str = "random"
-    duration: float = 0.0
-
-    @property
-    def language(self) -> str:
-        """The language of the feedback: the first notebook's that is not English, else English."""
-        from course_grader.i18n import DEFAULT, normalise_language
-        for nb in self.notebooks:
-            lang = normalise_language(str(nb.language).replace("_", "-"))
-            if lang is not None and lang != DEFAULT:
-                return lang
-        return DEFAULT
-
-    @property
-    def scores(self) -> dict[str, float]:
-        return {t.column: t.points for nb in self.notebooks for t in nb.tests}
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "SubmissionResult":
-        nbs = []
-        for nb in data.get("notebooks", []):
-            tests = [TestOutcome(**t) for t in nb.get("tests", [])]
-            nbs.append(NotebookResult(**{**nb, "tests": tests, "status": Status(nb["status"])}))
-        return cls(**{**data, "notebooks": nbs, "status": Status(data["status"])})
-
-
-class Status(str, Enum):
-    """The status of a graded notebook and of a submission (the worst of its notebooks).
-
-    A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
-
-    OK = "ok"
-    TIMEOUT = N_("timeout")        # the learner's code was stopped (the sandbox restarted once)
-    SANDBOX_DIED = N_("sandbox died")
-    INVALID = N_("invalid notebook")   # not JSON, truncated, nested too deeply, ...
-    REFUSED = N_("refused")            # a link, a FIFO, a device, too big
-    MISSING = N_("missing")
-    GRADER_ERROR = N_("grader error")  # a bug of ours: the row is still written, with zeros
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {Status.OK: 0, Status.TIMEOUT: 2, Status.SANDBOX_DIED: 2, Status.INVALID: 3, Status.REFUSED: 3,
-         Status.MISSING: 3, Status.GRADER_ERROR: 4}
-
-
-def worst(statuses: "list[Status | str]") -> Status:
-    """The status of a submission: the worst of its notebooks' (ties: the first)."""
-    out = Status.OK
-    for s in statuses:
-        s = Status(s)
-        if s.rank > out.rank:
-            out = s
-    return out
+__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "grade_notebook", "grade_submission",
+           "MAX_NOTEBOOK_BYTES", "SubmissionRefused", "read_submission", "worst"]
 
 
 from course_grader import policy  # noqa: E402 - the caps are policy's
 
-#: Largest submitted notebook read (bytes); bigger files are refused.
-MAX_NOTEBOOK_BYTES = policy.MAX_NOTEBOOK_BYTES
 #: Caps on what one notebook's result may hold (the gradebook stays small whatever the learner prints).
 MAX_OUTPUT_CHARS = policy.MAX_OUTPUT_CHARS   # captured stdout/stderr of all cells together
 MAX_CELLS_RECORDED = policy.MAX_CELLS_RECORDED
 MAX_NOTES = policy.MAX_NOTES
-
-
-class SubmissionRefused(Exception):
-    """The submitted file is not a regular file inside the learner's folder (symlink, FIFO,
-    device, too big...); the message says what was wrong."""
-
-
-def read_submission(path: str | Path, student: str, max_bytes: int = MAX_NOTEBOOK_BYTES) -> bytes:
-    """Read a learner's notebook without following symlinks or opening special files.
-
-    Every path component from the learner's folder (the nearest ancestor named ``student``;
-    for ``alice.ipynb`` the file itself) down to the file must be a real directory or, last,
-    a regular file: a symlink (to the solutions, a classmate's notebook, ``/dev/zero``), a
-    FIFO or a device is refused. The file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and
-    checked again on the open descriptor, and at most ``max_bytes`` are read.
-
-    Raises:
-        SubmissionRefused: with a message for the learner and the teacher.
-    """
-    p = Path(os.path.abspath(path))
-    parts = p.parts
-    top = len(parts) - 1
-    for i in range(len(parts) - 1, 0, -1):
-        if parts[i] == student or (i == len(parts) - 1 and p.stem == student):
-            top = i
-            break
-    for i in range(top, len(parts)):
-        comp = Path(*parts[: i + 1])
-        try:
-            st = os.lstat(comp)
-        except OSError as exc:
-            raise SubmissionRefused(N_("cannot read {name}: {reason}").format(name=comp.name, reason=exc.strerror)) from None
-        last = i == len(parts) - 1
-        if stat.S_ISLNK(st.st_mode):
-            raise SubmissionRefused(N_("{name} is a symbolic link; submit the notebook file itself").format(name=comp.name))
-        if not last and not stat.S_ISDIR(st.st_mode):
-            raise SubmissionRefused(N_("{name} is not a folder").format(name=comp.name))
-        if last and not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(N_("{name} is not a regular file (a FIFO, a device or a folder); "
-                                       "submit the notebook file itself").format(name=comp.name))
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise SubmissionRefused(N_("cannot open {name}: {reason}").format(name=p.name, reason=exc.strerror)) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(N_("{name} is not a regular file; submit the notebook file itself").format(name=p.name))
-        if st.st_size > max_bytes:
-            raise SubmissionRefused(N_("{name} is {size} MB, more than the {limit} MB accepted; clear the outputs "
-                                       "and re-save it").format(name=p.name, size=f"{st.st_size / 2**20:.1f}",
-                                                                limit=f"{max_bytes / 2**20:.0f}"))
-        chunks, total = [], 0
-        while total <= max_bytes:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > max_bytes:
-            raise SubmissionRefused(f"{p.name} is more than the {max_bytes / 2**20:.0f} MB accepted")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _load_submission(path: str | Path, student: str) -> dict:
-    """Parse a safely read notebook (NotebookError for broken JSON, as before)."""
-    raw = read_submission(path, student)
-    with tempfile.TemporaryDirectory(prefix="course-grade-nb-") as tmp:
-        private = Path(tmp) / Path(path).name  # same name: same messages from the parser
-        private.write_bytes(raw)
-        return load_notebook_json(private)
 
 
 def _bound_notebook(result: "NotebookResult") -> None:
@@ -298,20 +113,6 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         return out
     if session is None:
         out.message = N_("not run: the sandbox could not start")
-        return out
-    if public_only:
-        # the learner's self-check: the test cells come from the checked notebook itself, so
-        # they are learner code and run in the sandbox, never in this process (issue 19)
-        run = session.exec_cell(test.index, source_text)
-        out.passed = run.status == "ok"
-        out.points = test.points if out.passed else 0.0
-        if not out.passed:
-            text = run.message
-            for prefix in ("CheckFailed: ", "AssertionError: "):
-                if text.startswith(prefix):
-                    text = text[len(prefix):]
-            out.message = text.strip() or N_("a check failed")
-            out.details = run.traceback
         return out
     try:
         ns = session.namespace()
@@ -418,6 +219,10 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         A :class:`NotebookResult`; never raises for problems in the submission.
     """
     config = config or SandboxConfig()
+    if public_only and Session.sandbox_class is Sandbox:
+        # the self-check's test cells come from the checked notebook: learner code, run only
+        # inside a sandbox (course_grader.selfcheck), never in a trusted process (issue 29)
+        raise RuntimeError("public_only grading runs only inside the sandbox: use course_grader.selfcheck.self_check")
     set_child_subreaper()
     start = time.monotonic()
     result = NotebookResult(source.name, Status.OK)
@@ -428,7 +233,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.tests = _fail_all(source, column_prefix, N_("no notebook submitted"))
         return result
     try:
-        learner = _load_submission(submission, student if student is not None else Path(submission).stem)
+        learner = load_submission(submission, student if student is not None else Path(submission).stem)
     except (SubmissionRefused, NotebookError) as exc:
         refused = isinstance(exc, SubmissionRefused)
         result.status = Status.REFUSED if refused else Status.INVALID

@@ -30,8 +30,8 @@ from typing import Any
 # sys.path; a script started as ``python -I`` cannot import it before).
 MAX_CAPTURE = 64 * 1024
 MAX_ITER_ITEMS = 100_000
-#: Modules of course_lib that are not the reference answers (the toolkit tests use).
-_NOT_REFERENCE: tuple[str, ...] = ("course_lib.grading",)
+#: Modules of course_lib that are not the reference answers (none since the course_lib.grading shim went).
+_NOT_REFERENCE: tuple[str, ...] = ()
 
 
 class _Capped(io.TextIOBase):
@@ -407,11 +407,94 @@ class Server:
             items.append(item)
         return items
 
+    def op_selfcheck(self, req: dict) -> Any:
+        """The learner's self-check, entirely in this sandbox (``course_grader.selfcheck``): the
+        checked notebook's cells run in a learner process forked from here
+        (:func:`_forked_learner_class`), its test cells here, against proxies. This process never runs
+        the notebook's cells, so a notebook that monkeypatches ``torch`` or the toolkit patches
+        only its own process; it cannot reach this one (undumpable: no ptrace, no
+        ``process_vm_writev``; the learner process holds none of this one's channels)."""
+        from course_grader import rpc, selfcheck
+        _c().prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+        learner_class = _forked_learner_class()
+        learner_class.close_in_child = (self.req.fileno(), self.resp_fd)
+        rpc.Session.sandbox_class = learner_class
+        notebook, release = req.get("notebook"), req.get("release")
+        if type(notebook) is not bytes or (release is not None and type(release) is not bytes):
+            raise TypeError("selfcheck: bytes expected")
+        return selfcheck.check_inside(notebook, str(req.get("name")), release, req.get("release_name"),
+                                      req.get("assignment"), req.get("config"))
+
     def op_repr(self, req: dict) -> Any:
         return repr(self.obj(req))[:2000]
 
     def op_str(self, req: dict) -> Any:
         return str(self.obj(req))[:2000]
+
+
+def _forked_learner_class() -> Any:
+    from course_grader.sandbox import Sandbox, SandboxConfig
+
+    class _ForkedLearner(Sandbox):
+        """A learner process forked inside the sandbox by the self-check (op_selfcheck): the same
+        requests as a sandbox, on a pair of pipes; killed and reaped by its parent."""
+
+        close_in_child: tuple[int, ...] = ()
+
+        def __init__(self, config: SandboxConfig) -> None:
+            super().__init__(config)
+            self.memory_bound = "the self-check's sandbox"
+
+        @staticmethod
+        def prepare(config: SandboxConfig) -> None:
+            return None
+
+        def start(self) -> None:
+            import time
+            req_r, req_w = os.pipe()
+            resp_r, resp_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    for fd in (req_w, resp_r, *_ForkedLearner.close_in_child):
+                        os.close(fd)
+                    import random
+
+                    import numpy as np
+                    import torch
+                    random.seed()
+                    np.random.seed(int.from_bytes(os.urandom(4), "little"))
+                    torch.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+                    _serve({}, req_r, resp_w)
+                except BaseException:  # noqa: BLE001
+                    traceback.print_exc()
+                os._exit(98)
+            os.close(req_r)
+            os.close(resp_w)
+            self.pid, self.req_fd, self.resp_fd = pid, req_w, resp_r
+            hello = self._receive(time.monotonic() + self.config.startup_timeout, "starting your notebook's process")
+            if not isinstance(hello, dict) or not hello.get("ready"):
+                self.kill()
+                raise RuntimeError("the learner process did not start")
+
+        def _exit_code(self, timeout: float) -> int | None:
+            import time
+            deadline = time.monotonic() + timeout
+            while not self._reaped and self.pid is not None:
+                try:
+                    done, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:
+                    self._reaped = True
+                    break
+                if done:
+                    self._reaped, self.exit_code = True, os.waitstatus_to_exitcode(status)
+                elif time.monotonic() >= deadline:
+                    return None
+                else:
+                    time.sleep(0.01)
+            return self.exit_code
+
+    return _ForkedLearner
 
 
 def _set_name(name: bytes) -> None:
@@ -446,7 +529,7 @@ _FORGOTTEN = False  # done once in the fork server; its forks inherit the result
 
 def _is_reference(name: str) -> bool:
     """A course_lib module with reference answers (loading the real package loads them all)."""
-    return name.startswith("course_lib.") and not name.startswith(_NOT_REFERENCE)
+    return name.startswith("course_lib.")
 
 
 def _forget_reference() -> None:

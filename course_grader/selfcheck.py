@@ -30,6 +30,7 @@ from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
 from course_grader.runner import SubmissionResult, grade_submission
+from course_grader.policy import WATCHDOG_GRACE_SECONDS
 from course_grader.sandbox import SandboxConfig
 
 __all__ = ["CheckedTest", "CheckReport", "self_check", "render_check", "cell_checksum_ok"]
@@ -111,6 +112,13 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
                config: SandboxConfig | None = None) -> CheckReport:
     """Run the public tests of a learner's notebook (see the module docstring).
 
+    This process only reads the two files (bounded, through
+    :func:`course_grader.submission.read_submission`) and shows the result: parsing the
+    notebook, its checksums, its cells and its test cells all run **inside one sandbox**
+    (:func:`check_inside`), where the learner's cells run in a process of their own and the
+    test cells in another, so a notebook that monkeypatches ``torch`` or the checks toolkit
+    cannot pass its own checks, and a crafted cell costs the sandbox's time, not this process's.
+
     Args:
         path: the learner's notebook.
         release: the released notebook, to restore edited test cells from (optional).
@@ -118,12 +126,110 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
         config: sandbox limits.
 
     Returns:
-        A :class:`CheckReport`.
+        A :class:`CheckReport`, validated and bounded.
 
     Raises:
         NotebookError: the notebook cannot be read or has no test cells.
     """
+    from course_grader import protocol
+    from course_grader.rpc import Session
+    from course_grader.sandbox import SandboxDied
+    from course_grader.submission import SubmissionRefused, read_submission
     path = Path(path)
+    config = config or SandboxConfig()
+    files = {}
+    for key, file in (("notebook", path), ("release", release)):
+        if file is not None:
+            try:
+                files[key] = read_submission(file, Path(file).stem)
+            except SubmissionRefused as exc:
+                raise NotebookError(str(exc)) from None
+    session = Session(config)
+    try:
+        session.start()
+        reply = session._request({"op": "selfcheck", "notebook": files["notebook"], "name": path.name,
+                                  "release": files.get("release"),
+                                  "release_name": Path(release).name if release else None,
+                                  "assignment": assignment, "config": config.to_dict()},
+                                 config.submission_timeout + WATCHDOG_GRACE_SECONDS, "checking your notebook")
+    except SandboxDied as exc:
+        report = CheckReport(assignment or "", path.name, notes=[str(exc)])
+        report.tests.append(CheckedTest("(all tests)", 0.0, "public", message=f"not run: {exc}"))
+        return report
+    finally:
+        session.close()
+    if type(reply) is not dict or reply.get("ok") is not True:
+        error = reply.get("error") if type(reply) is dict else None
+        if type(error) is dict and error.get("type") == "NotebookError":
+            raise NotebookError(protocol.safe_text(error.get("message"), 2000))
+        message = protocol.safe_text(error.get("message"), 2000) if type(error) is dict else "no answer"
+        raise NotebookError(f"the self-check of {path.name} failed inside the sandbox: {message}")
+    try:
+        value = protocol.decode(reply.get("value"), None)
+    except protocol.ProtocolError as exc:
+        raise NotebookError(f"the self-check of {path.name} sent an invalid report ({exc})") from None
+    return _validated_report(value, path.name)
+
+
+_KINDS = ("public", "public+hidden", "hidden", "unknown", "not checked")
+
+
+def _validated_report(value: object, notebook: str) -> CheckReport:
+    """A :class:`CheckReport` rebuilt from what the sandbox sent: only known fields, of the
+    right types, each string capped; anything else is dropped."""
+    from course_grader.i18n import LANGUAGES
+    from course_grader.protocol import safe_text
+
+    def items(x: object, limit: int) -> list:
+        return list(x[:limit]) if type(x) is list else []
+
+    def number(x: object) -> float:
+        return float(x) if isinstance(x, (int, float)) and type(x) is not bool and 0 <= x <= 1e6 else 0.0
+
+    data = value if type(value) is dict else {}
+    language = data.get("language")
+    report = CheckReport(safe_text(data.get("assignment"), 200), notebook,
+                         hidden_known=data.get("hidden_known") is True,
+                         language=language if type(language) is str and language in LANGUAGES else DEFAULT)
+    for t in items(data.get("tests"), 500):
+        if type(t) is dict:
+            kind = str(t.get("kind")) if t.get("kind") in _KINDS else "unknown"
+            report.tests.append(CheckedTest(safe_text(t.get("grade_id"), 200), number(t.get("points")), kind,
+                                            t.get("passed") is True, safe_text(t.get("message"), 2000),
+                                            safe_text(t.get("details"), 4000)))
+    for c in items(data.get("cells"), 300):
+        if type(c) is dict and type(c.get("index")) is int:
+            report.cells.append({"index": c["index"], "status": safe_text(c.get("status"), 20),
+                                 "message": safe_text(c.get("message"), 2000),
+                                 "traceback": safe_text(c.get("traceback"), 4000)})
+    report.notes = [safe_text(n, 1000) for n in items(data.get("notes"), 50)]
+    return report
+
+
+def check_inside(notebook: bytes, name: str, release: bytes | None = None, release_name: str | None = None,
+                 assignment: str | None = None, config: dict | None = None) -> dict:
+    """The self-check proper, run inside the sandbox (``sandbox_main``'s ``selfcheck``): the
+    notebook's cells in a learner process forked there, its test cells here, against proxies.
+
+    Returns:
+        The :class:`CheckReport` as plain data.
+    """
+    from dataclasses import asdict
+    with tempfile.TemporaryDirectory(prefix="course-check-") as tmp:
+        path = Path(tmp) / "learner" / Path(name).name
+        path.parent.mkdir()
+        path.write_bytes(notebook)
+        release_path = None
+        if release is not None:
+            release_path = Path(tmp) / "release" / Path(release_name or "release.ipynb").name
+            release_path.parent.mkdir()
+            release_path.write_bytes(release)
+        fields = set(SandboxConfig.__dataclass_fields__)
+        cfg = SandboxConfig(**{k: v for k, v in (config or {}).items() if k in fields})
+        return asdict(_check_here(path, release=release_path, assignment=assignment, config=cfg))
+
+
+def _check_here(path: Path, *, release: Path | None, assignment: str | None, config: SandboxConfig) -> CheckReport:
     learner = load_notebook_json(path)
     reference = load_notebook_json(release) if release else learner
     meta = reference.get("metadata", {}).get(METADATA_KEY) or learner.get("metadata", {}).get(METADATA_KEY) or {}

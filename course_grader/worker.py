@@ -17,7 +17,7 @@ from typing import Any
 
 from course_grader.notebook import Assignment
 from course_grader.runner import grade_submission
-from course_grader.sandbox import (SandboxConfig, fork_server_pids, kill_descendants, make_undumpable,
+from course_grader.sandbox import (Sandbox, SandboxConfig, fork_server_pids, kill_descendants, make_undumpable,
                                         set_child_subreaper)
 
 __all__ = ["main"]
@@ -60,9 +60,15 @@ def main(memory_bytes: int = 0) -> None:
             if path not in assignments:
                 assignments[path] = Assignment.load(path)
             notebooks = {k: (Path(v) if v else None) for k, v in job["notebooks"].items()}
-            result = grade_submission(assignments[path], job["student"], notebooks,
-                                      config=SandboxConfig(**job.get("config", {})), seed=job.get("seed"),
-                                      public_only=bool(job.get("public_only")))
+            config = SandboxConfig(**job.get("config", {}))
+            try:
+                Sandbox.prepare(config)  # the fork server: started before the learner's clock starts
+            except Exception:  # noqa: BLE001 - grade_submission reports it for this learner
+                pass
+            out.write(json.dumps({"started": True}) + "\n")
+            out.flush()
+            result = grade_submission(assignments[path], job["student"], notebooks, config=config,
+                                      seed=job.get("seed"))
             reply = {"result": result.to_dict()}
         except Exception as exc:  # noqa: BLE001 - reported as a grader error row
             reply = {"error": f"{type(exc).__name__}: {exc}"}

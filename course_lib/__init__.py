@@ -25,8 +25,8 @@ every lesson                              ``printing`` (``fmt``), ``plots`` (loa
 
 Not tied to a lesson: ``checkpoints`` (save and load a model), ``tasks`` (synthetic copy
 and date tasks, for tests), ``fra_eng``'s download of the whole Tatoeba file (for
-``benchmarks/``), ``d2l_compat``
-(the d2l package, for parity tests) and ``grading`` (the autograder).
+``benchmarks/``) and ``d2l_compat`` (the d2l package, for parity tests). The autograder is
+the package ``course_grader``.
 """
 
 from __future__ import annotations

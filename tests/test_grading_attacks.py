@@ -111,7 +111,7 @@ for _t in _targets:
         print("refused", _t, _e.errno)
 import course_lib, course_grader
 _pkg = os.path.dirname(course_lib.__file__)
-for _t in [os.path.join(_pkg, "__init__.py"), os.path.join(_pkg, "grading", "checks.py"),
+for _t in [os.path.join(_pkg, "__init__.py"), os.path.join(os.path.dirname(course_grader.__file__), "checks.py"),
            os.path.join(os.path.dirname(course_grader.__file__), "runner.py"),
            os.path.join(site.getsitepackages()[0], "zz_{mark}.pth"),
            os.path.expanduser("~/.ipython/profile_default/startup/00-{mark}.py")]:
@@ -263,7 +263,7 @@ def _digest(paths: list[Path]) -> dict[str, str]:
 def _watched_files() -> list[Path]:
     import site
     pkg = ROOT / "course_lib"
-    return [pkg / "__init__.py", pkg / "grading" / "checks.py", ROOT / "course_grader" / "runner.py", SOLUTION,
+    return [pkg / "__init__.py", ROOT / "course_grader" / "checks.py", ROOT / "course_grader" / "runner.py", SOLUTION,
             *Path(site.getsitepackages()[0]).glob("*.pth")]
 
 

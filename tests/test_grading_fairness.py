@@ -27,6 +27,11 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)
 SEEDS = range(50)
+#: Seeds for the trivial functions of each mistakes.py (issue 29: several hundred of them, each failing
+#: at its first check; ten seeds still show a test that pays for one under some draws). Only the tests
+#: a trivial function can change run (those of its cell and every later one): the earlier ones see the
+#: solution's code, which the "solution" case checks.
+TRIVIAL_SEEDS = range(10)
 CASES = [(a, m) for a in ASSIGNMENTS for m in ["solution", *load_mistakes(ROOT / "solutions" / a)]]
 
 
@@ -49,7 +54,10 @@ def test_same_grade_under_every_seed(name, mistake):
     spec = {} if mistake == "solution" else load_mistakes(ROOT / "solutions" / name)[mistake]
     failed: set[str] = set()
     for source in assignment.notebooks.values():
-        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake), SEEDS)
+        trivial = bool(spec.get("trivial"))
+        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake),
+                                        TRIVIAL_SEEDS if trivial else SEEDS,
+                                        only={*spec["fails"], *spec["may_fail"]} if trivial else None)
         unstable = {g: f"passed for seeds {p[:5]}..., failed for seeds {f[:5]}... ({outcomes.messages[g]})"
                     for g, (p, f) in outcomes.unstable().items()}
         assert unstable == {}, f"{name} {mistake}: the verdict of these tests depends on the random inputs"

@@ -402,14 +402,12 @@ def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, c
 
 
 def test_the_checks_toolkit_is_the_graders_and_the_old_engine_paths_are_gone():
-    # issue 19: the toolkit moved to course_grader.checks; course_lib.grading.checks is the same
-    # module object for assignments written before; the engine aliases of issue 9 are deleted
+    # issue 19 moved the toolkit to course_grader.checks; issue 29 deleted the shim
+    # course_lib.grading (and the engine aliases of issue 9 went before)
     import importlib
 
-    import course_grader.checks
-    import course_lib.grading.checks
-    assert course_lib.grading.checks is course_grader.checks
-    for gone in ("course_lib.grading.cli", "course_lib.grading.nbgrader_course", "course_lib.grading.__main__"):
+    for gone in ("course_lib.grading", "course_lib.grading.checks", "course_lib.grading.cli",
+                 "course_lib.grading.nbgrader_course", "course_lib.grading.__main__"):
         with pytest.raises(ImportError):
             importlib.import_module(gone)
     res = subprocess.run([sys.executable, "-m", "course_grader", "--help"], capture_output=True, text=True, timeout=120)

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 MISTAKES = {
     "softmax_over_queries": {
         "replace": {"gaussian_weights": '''
@@ -87,3 +91,7 @@ ANSWER_LARGE_WIDTH = "b"
         "fails": ["test_answer_row_sum", "test_answer_small_width", "test_answer_large_width"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "pooling.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 MISTAKES = {
     "missing_sqrt": {
         "replace": {"dot_product_attention": '''
@@ -117,3 +121,7 @@ ANSWER_MASK = "c"
         "fails": ["test_answer_variance", "test_answer_sqrt", "test_answer_mask"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "scoring.ipynb"))

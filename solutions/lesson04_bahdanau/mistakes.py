@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 _INIT = '''
 class BahdanauDecoder(nn.Module):
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0.0):
@@ -133,3 +137,7 @@ ANSWER_ALIGNMENT = "c"
         "fails": ["test_answer_weights_shape", "test_answer_query", "test_answer_extra_params", "test_answer_alignment"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "bahdanau.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 _SPLIT_MERGE = '''
 def split_heads(x, num_heads):
     batch, steps, embed = x.shape
@@ -175,3 +179,7 @@ ANSWER_COMBINE = "a"
         "fails": ["test_answer_params", "test_answer_head_size", "test_answer_combine"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "multihead.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 
 def _table(sin_cols: str, cos_cols: str, exponent: str = "torch.arange(0, embed_dim, 2, dtype=torch.float64)") -> str:
     return f'''
@@ -101,3 +105,7 @@ ANSWER_ONES = 4
         "fails": ["test_answer_sin_cos", "test_answer_path_length", "test_answer_ones"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "positional.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 _ENCODER_INIT = '''
 class TransformerEncoderBlock(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
@@ -150,3 +154,7 @@ ANSWER_CROSS_QUERIES = "a"
         "fails": ["test_answer_d_ff", "test_answer_layernorm", "test_answer_cross_queries"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "transformer.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 _ATTENTION_INIT = '''
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd, n_head, dropout=0.0):
@@ -151,3 +155,7 @@ ANSWER_UNCHANGED = 100
         "fails": ["test_answer_halves", "test_answer_mask_percent", "test_answer_unchanged"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "gpt.ipynb"))

@@ -13,7 +13,7 @@ mistake into a copy of the solution).
 
 from pathlib import Path
 
-from grading_dev.testing import solution_editor
+from grading_dev.testing import solution_editor, trivial_mistakes
 
 _edit = solution_editor(Path(__file__).parent / "scale.ipynb")
 
@@ -116,6 +116,13 @@ MISTAKES = {
         "fails": ["test_rotary_public", "test_rotary", "test_rotary_relative"],
         "public": True,
     },
+    "rotary_sign_per_position": {
+        # x * (-1)**position (issue 29's red team): relative and length-keeping, but no rotation
+        "replace": {"rotary": "def apply_rotary(x):\n"
+                              "    signs = 1 - 2 * (torch.arange(x.shape[-2]) % 2)\n"
+                              "    return x * signs[:, None].to(x.dtype)"},
+        "fails": ["test_rotary_public", "test_rotary", "test_rotary_relative"],
+    },
     "gqa_identity": {
         # returns the queries: the right shape, nothing else (the public check used to look at shapes only)
         "replace": _edit("gqa", (
@@ -139,3 +146,7 @@ ANSWER_CAUSAL_TILES = 64
         "fails": ["test_answer_kv", "test_answer_tiles"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "scale.ipynb"))

@@ -7,6 +7,10 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+from pathlib import Path
+
+from grading_dev.testing import trivial_mistakes
+
 
 def _patchify(body: str) -> str:
     return f'''
@@ -164,3 +168,7 @@ ANSWER_SHUFFLE = "b"
         "fails": ["test_answer_tokens", "test_answer_conv", "test_answer_shuffle"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "vit.ipynb"))

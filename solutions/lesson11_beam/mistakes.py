@@ -14,7 +14,7 @@ mistake in ``beam_step`` fails the search tests too.
 
 from pathlib import Path
 
-from grading_dev.testing import solution_editor
+from grading_dev.testing import solution_editor, trivial_mistakes
 
 _edit = solution_editor(Path(__file__).parent / "beam.ipynb")
 
@@ -112,3 +112,7 @@ ANSWER_ROWS = 4  # W, not B * W
         "fails": ["test_answer_width1", "test_answer_rows"],
     },
 }
+
+# Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
+# place of each graded function and class: no test may give one a point.
+MISTAKES.update(trivial_mistakes(Path(__file__).parent / "beam.ipynb"))

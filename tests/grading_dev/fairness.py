@@ -54,7 +54,7 @@ class SeedOutcomes:
 
 
 def outcomes_under_seeds(source: SourceNotebook, notebook: dict, seeds: Iterable[int], *,
-                         public_only: bool = False) -> SeedOutcomes:
+                         public_only: bool = False, only: set[str] | None = None) -> SeedOutcomes:
     """Run the test cells of ``source`` against ``notebook``'s code under each seed.
 
     The non-test code cells of ``notebook`` (a solution or a typical-mistake variant) run
@@ -69,6 +69,7 @@ def outcomes_under_seeds(source: SourceNotebook, notebook: dict, seeds: Iterable
         notebook: the notebook whose code is tested (dict as loaded from JSON).
         seeds: the seeds to try.
         public_only: run only the public part of each test (the learner's self-check).
+        only: run only these test cells (the others count as neither passed nor failed).
 
     Returns:
         A :class:`SeedOutcomes`.
@@ -89,7 +90,8 @@ def outcomes_under_seeds(source: SourceNotebook, notebook: dict, seeds: Iterable
                     continue
                 gid = _nbgrader_meta(cell).get("grade_id")
                 if gid in tests:
-                    _run_test_cell(tests[gid], ns, seeds, public_only, result)
+                    if only is None or gid in only:
+                        _run_test_cell(tests[gid], ns, seeds, public_only, result)
                     continue
                 try:
                     torch.manual_seed(0)

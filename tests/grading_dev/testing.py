@@ -18,7 +18,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["variant", "write_notebook", "load_mistakes"]
+__all__ = ["variant", "write_notebook", "load_mistakes", "trivial_mistakes"]
 
 
 def variant(source: str | Path | dict, *, replace: dict[str, str] | None = None,
@@ -95,3 +95,88 @@ def solution_editor(notebook: str | Path) -> Callable[..., dict[str, str]]:
         return {grade_id: source}
 
     return edit
+
+
+#: The trivial functions every graded function is tried as (issue 29): a test that gives one of
+#: them a point pays for code that computes nothing. ``input`` variants return something made
+#: from the first argument (for a class: an empty module, no parameters, whose forward does it);
+#: ``output`` variants run the solution and blank what it returns, keeping its shapes, dtypes,
+#: buffers and attributes (a decoder whose attention is right but whose logits are zeros).
+TRIVIAL_INPUT = {"identity": "x", "sign_flip": "-x", "zeros": "0 * x", "constant": "x * 0 + 1", "none": "None"}
+TRIVIAL_OUTPUT = {"zeros_out": 0, "constant_out": 1}
+
+_BLANK = '''
+def _trivial_blank(value, fill):
+    import torch
+    if isinstance(value, torch.Tensor):
+        return torch.full_like(value, fill)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return type(value)(fill)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_trivial_blank(v, fill) for v in value)
+    return value
+'''
+
+
+def _trivial_sources(cell_source: str, name: str, is_class: bool, node: "Any") -> dict[str, str]:
+    lines = cell_source.split("\n")
+    start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+    before, after = "\n".join(lines[:start]), "\n".join(lines[node.end_lineno:])
+    out: dict[str, str] = {}
+    for kind, expr in TRIVIAL_INPUT.items():
+        first = "x = args[0] if args else next(iter(kwargs.values()))\n"
+        if is_class:
+            body = (f"class {name}(nn.Module):\n    def __init__(self, *args, **kwargs):\n        super().__init__()\n\n"
+                    f"    def forward(self, *args, **kwargs):\n        {first}        return {expr}")
+        else:
+            body = f"def {name}(*args, **kwargs):\n    {first}    return {expr}"
+        out[kind] = f"{before}\n{body}\n{after}"
+    for kind, fill in TRIVIAL_OUTPUT.items():
+        if is_class:
+            wrap = (f"class {name}({name}):\n    def forward(self, *args, **kwargs):\n"
+                    f"        return _trivial_blank(super().forward(*args, **kwargs), {fill})")
+        else:
+            wrap = (f"_trivial_solution_{name} = {name}\n\ndef {name}(*args, **kwargs):\n"
+                    f"    return _trivial_blank(_trivial_solution_{name}(*args, **kwargs), {fill})")
+        out[kind] = f"{cell_source}\n{_BLANK}\n{wrap}"
+    return out
+
+
+def trivial_mistakes(notebook: str | Path, *, fails: dict[str, list[str]] | None = None,
+                     skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """For ``mistakes.py``: every trivial function (:data:`TRIVIAL_INPUT`, :data:`TRIVIAL_OUTPUT`) in
+    place of every function and class that a solution cell of ``notebook`` defines.
+
+    Each must fail every test cell between its solution cell and the next one (``fails``
+    overrides that list per function name), and may fail any later test (they call it).
+
+    Args:
+        notebook: the source notebook.
+        fails: function name -> the tests a trivial version must fail (default: the cell's tests).
+        skip: function names left out (helpers no test calls on their own, with the reason in
+            the caller's comment).
+    """
+    import ast
+    cells = json.loads(Path(notebook).read_text("utf-8"))["cells"]
+    out: dict[str, Any] = {}
+    for i, cell in enumerate(cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("solution") or cell.get("cell_type") != "code":
+            continue
+        group: list[str] = []
+        later: list[str] = []
+        ended = False
+        for other in cells[i + 1:]:
+            m = other.get("metadata", {}).get("nbgrader", {})
+            ended = ended or bool(m.get("solution"))
+            if m.get("grade") and not m.get("solution"):
+                (later if ended else group).append(m["grade_id"])
+        source = "".join(cell["source"])
+        for node in ast.parse(source).body:
+            if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or node.name in skip:
+                continue
+            for kind, text in _trivial_sources(source, node.name, isinstance(node, ast.ClassDef), node).items():
+                out[f"trivial_{node.name}_{kind}"] = {
+                    "replace": {meta["grade_id"]: text}, "trivial": True,
+                    "fails": list((fails or {}).get(node.name, group)), "may_fail": later}
+    return out

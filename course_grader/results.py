@@ -1,0 +1,121 @@
+"""What grading records: the result types of one test, one notebook and one submission.
+
+Plain dataclasses with no dependency on torch or the sandbox, so that rendering feedback,
+writing gradebooks and reading ``grades.json`` back never load the grading engine
+(``import course_grader.feedback`` imports no torch; a test checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "worst"]
+
+
+@dataclass
+class TestOutcome:
+    """The result of one test cell."""
+
+    grade_id: str
+    column: str
+    points: float
+    max_points: float
+    passed: bool
+    message: str = ""
+    details: str = ""
+    hidden: bool = False
+    skipped: bool = False
+
+
+@dataclass
+class NotebookResult:
+    """Results for one notebook of a submission."""
+
+    notebook: str
+    status: Status
+    tests: list[TestOutcome] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    duration: float = 0.0
+    #: which memory bound applied to the learner's processes (memory cgroup or RLIMIT_AS)
+    memory_bound: str = ""
+    #: which system-call filter applied (course_grader.policy)
+    seccomp: str = ""
+    #: the language of the learner's notebook, for the learner-facing feedback
+    #: (course_grader.i18n.notebook_language: "en" unless its metadata names one we know)
+    language: str = "en"
+
+
+@dataclass
+class SubmissionResult:
+    """Everything recorded for one learner and one assignment."""
+
+    student: str
+    assignment: str
+    status: Status
+    total: float
+    max_total: float
+    notebooks: list[NotebookResult] = field(default_factory=list)
+    seed: str = "random"
+    duration: float = 0.0
+
+    @property
+    def language(self) -> str:
+        """The language of the feedback: the first notebook's that is not English, else English."""
+        from course_grader.i18n import DEFAULT, normalise_language
+        for nb in self.notebooks:
+            lang = normalise_language(str(nb.language).replace("_", "-"))
+            if lang is not None and lang != DEFAULT:
+                return lang
+        return DEFAULT
+
+    @property
+    def scores(self) -> dict[str, float]:
+        return {t.column: t.points for nb in self.notebooks for t in nb.tests}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SubmissionResult":
+        nbs = []
+        for nb in data.get("notebooks", []):
+            tests = [TestOutcome(**t) for t in nb.get("tests", [])]
+            nbs.append(NotebookResult(**{**nb, "tests": tests, "status": Status(nb["status"])}))
+        return cls(**{**data, "notebooks": nbs, "status": Status(data["status"])})
+
+
+class Status(str, Enum):
+    """The status of a graded notebook and of a submission (the worst of its notebooks).
+
+    A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"            # the learner's code was stopped (the sandbox restarted once)
+    SANDBOX_DIED = "sandbox died"
+    INVALID = "invalid notebook"   # not JSON, truncated, nested too deeply, ...
+    REFUSED = "refused"            # a link, a FIFO, a device, too big
+    MISSING = "missing"
+    GRADER_ERROR = "grader error"  # a bug of ours: the row is still written, with zeros
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Status.OK: 0, Status.TIMEOUT: 2, Status.SANDBOX_DIED: 2, Status.INVALID: 3, Status.REFUSED: 3,
+         Status.MISSING: 3, Status.GRADER_ERROR: 4}
+
+
+def worst(statuses: "list[Status | str]") -> Status:
+    """The status of a submission: the worst of its notebooks' (ties: the first)."""
+    out = Status.OK
+    for s in statuses:
+        s = Status(s)
+        if s.rank > out.rank:
+            out = s
+    return out
