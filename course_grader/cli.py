@@ -892,8 +892,8 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
             write_gradebook(ordered, assignment.columns, staging,
                             answer_key={"path": str(key.path), "origin": key.origin, "sha256": key_sha},
                             submission_sha256=sha, not_graded=not_graded)
-            for old, moved in rotate_previous(out):
-                print(_("previous {old} kept as {new}").format(old=terminal(old.name), new=terminal(moved)))
+            for previous, moved in rotate_previous(out):
+                print(_("previous {old} kept as {new}").format(old=terminal(previous.name), new=terminal(moved)))
             for name in ("feedback", "grades.json", "grades.csv"):
                 os.replace(staging / name, out / name)
         finally:

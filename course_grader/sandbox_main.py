@@ -446,7 +446,8 @@ def _forked_learner_class() -> Any:
             self.memory_bound = "the self-check's sandbox"
 
         @staticmethod
-        def prepare(config: SandboxConfig) -> None:
+        def prepare(config: SandboxConfig) -> Any:
+            """No fork server: :meth:`start` forks this (already sandboxed) process itself."""
             return None
 
         def start(self) -> None:
