@@ -25,24 +25,29 @@ from typing import Iterable
 
 from course_grader.feedback import render_html
 from course_grader.notebook import Assignment
-from course_grader.runner import SubmissionResult
+from course_grader.results import SubmissionResult
 from course_grader.sinks import csv_cell
 
 __all__ = ["atomic_write", "rotate_previous", "write_gradebook", "csv_text", "csv_cell", "safe_name", "feedback_names", "answer_key_digest",
            "write_lms_csv"]
 
 
-def atomic_write(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (readers see the old or the new file)."""
+def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` atomically with ``data`` (text is written as UTF-8): a new file of a
+    random name in the same folder (created exclusively, never through a link), then renamed
+    over ``path`` (a link left there is replaced, never followed). Readers see the old file or
+    the new one. ``mode``: 0o600 for gradebooks (private, issue 9: the teacher's account only);
+    nbgrader's files are 0o644."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)  # gradebooks are private (issue 9): the teacher's account only
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

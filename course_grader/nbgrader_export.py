@@ -260,21 +260,7 @@ def _with_test_outputs(data: bytes, res: SubmissionResult, notebook: str) -> byt
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically with ``data``: a new file of a random name in the same
-    folder (created exclusively, never through a link), then renamed over ``path`` (a link
-    left there is replaced, never followed). Readers see the old file or the new one."""
-    import tempfile
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Replace ``path`` atomically with ``data`` (:func:`course_grader.gradebook.atomic_write`;
+    nbgrader's files are readable by the course's other accounts, 0o644)."""
+    from course_grader.gradebook import atomic_write
+    atomic_write(path, data, mode=0o644)

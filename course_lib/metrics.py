@@ -148,6 +148,21 @@ def _closest_ref_len(hyp_len: int, ref_lens: list[int]) -> int:
     return min(ref_lens, key=lambda r: (abs(hyp_len - r), r))
 
 
+def _reference_list(hyp: Sequence[str], refs: Any) -> list[Sequence[str]]:
+    """One hypothesis's references as a list of token lists (``refs`` is one token list or a
+    list of them); ValueError for strings where token lists belong."""
+    if isinstance(hyp, str):
+        raise ValueError("hypotheses must be token lists, not strings; split them first")
+    ref_list: list[Sequence[str]]
+    if len(refs) > 0 and not isinstance(refs[0], str):
+        ref_list = list(refs)  # several references
+    else:
+        ref_list = [refs]  # one reference
+    if not ref_list or any(isinstance(r, str) for r in ref_list):
+        raise ValueError("each reference must be a token list (or a list of token lists)")
+    return ref_list
+
+
 def corpus_bleu(
     hypotheses: Sequence[Sequence[str]],
     references: Sequence[Sequence[str]] | Sequence[Sequence[Sequence[str]]],
@@ -204,15 +219,7 @@ def corpus_bleu(
     totals = [0.0] * max_n
     sys_len = ref_len = 0
     for hyp, refs in zip(hypotheses, references):
-        if isinstance(hyp, str):
-            raise ValueError("hypotheses must be token lists, not strings; split them first")
-        ref_list: list[Sequence[str]]
-        if len(refs) > 0 and not isinstance(refs[0], str):
-            ref_list = list(refs)  # type: ignore[arg-type]  # several references
-        else:
-            ref_list = [refs]  # type: ignore[list-item]  # one reference
-        if not ref_list or any(isinstance(r, str) for r in ref_list):
-            raise ValueError("each reference must be a token list (or a list of token lists)")
+        ref_list = _reference_list(hyp, refs)
         sys_len += len(hyp)
         ref_len += _closest_ref_len(len(hyp), [len(r) for r in ref_list])
         for n in range(1, max_n + 1):
@@ -359,15 +366,7 @@ def _bleu_stats(
         )
     stats = np.zeros((len(hypotheses), 2 * max_n + 2))
     for i, (hyp, refs) in enumerate(zip(hypotheses, references)):
-        if isinstance(hyp, str):
-            raise ValueError("hypotheses must be token lists, not strings; split them first")
-        ref_list: list[Sequence[str]]
-        if len(refs) > 0 and not isinstance(refs[0], str):
-            ref_list = list(refs)  # type: ignore[arg-type]  # several references
-        else:
-            ref_list = [refs]  # type: ignore[list-item]  # one reference
-        if not ref_list or any(isinstance(r, str) for r in ref_list):
-            raise ValueError("each reference must be a token list (or a list of token lists)")
+        ref_list = _reference_list(hyp, refs)
         stats[i, 2 * max_n] = len(hyp)
         stats[i, 2 * max_n + 1] = _closest_ref_len(len(hyp), [len(r) for r in ref_list])
         for n in range(1, max_n + 1):
