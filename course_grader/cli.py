@@ -78,14 +78,15 @@ def _learner_writable(path: Path, submissions: Path | None, course=None) -> str 
     inside the submissions folder (or the nbgrader course's submitted/, autograded/,
     feedback/ folders), or writable by every user (a world-writable file, or a folder on the
     way without the sticky bit that keeps others from replacing what is in it)."""
-    places = [("the submissions folder", submissions)]
+    places = [(N_("the submissions folder"), submissions)]
     if course is not None:
-        places += [("the nbgrader course's submitted/ folder", course.submitted),
-                   ("the nbgrader course's autograded/ folder", course.autograded),
-                   ("the nbgrader course's feedback/ folder", course.feedback)]
+        places += [(N_("the nbgrader course's submitted/ folder"), course.submitted),
+                   (N_("the nbgrader course's autograded/ folder"), course.autograded),
+                   (N_("the nbgrader course's feedback/ folder"), course.feedback)]
     for what, folder in places:
         if folder is not None and _inside(path, Path(folder).resolve()):
-            return f"it is inside {what} ({Path(folder).resolve()}), where learners' files are"
+            return N_("it is inside {place} ({folder}), where learners' files are").format(
+                place=what, folder=Path(folder).resolve())
     for part in (path, *path.parents):
         try:
             st = os.stat(part)
@@ -94,19 +95,22 @@ def _learner_writable(path: Path, submissions: Path | None, course=None) -> str 
         writable = st.st_mode & 0o002
         sticky = st.st_mode & 0o1000
         if writable and not (part != path and sticky):
-            return f"{part} can be written by every user of this machine"
+            return N_("{path} can be written by every user of this machine").format(path=part)
     return None
 
 
 def _check_key(key: AnswerKey, submissions: Path | None, course=None) -> AnswerKey:
     """Refuse an answer key (its folder or any of its notebooks) in a learner-writable place."""
     paths = [key.path, *(nb.path.resolve() for nb in key.assignment.notebooks.values())]
+    teacher = files_language(nb.path for nb in key.assignment.notebooks.values())   # the teacher's lines
+    _ = gettext_for(teacher)
     for path in paths:
         why = _learner_writable(path, submissions, course)
         if why:
-            raise NotebookError(f"refusing the answer key {path}: {why}. Its test cells run with your rights, "
-                                "outside the sandbox, so it must be the course's own source/<assignment>/ or "
-                                "--answer-key PATH outside the submissions")
+            raise NotebookError(_("refusing the answer key {path}: {why}. Its test cells run with your rights, "
+                                  "outside the sandbox, so it must be the course's own source/<assignment>/ or "
+                                  "--answer-key PATH outside the submissions").format(
+                                      path=path, why=translate_message(why, teacher)))
     return key
 
 
@@ -186,20 +190,21 @@ def learner_id_problem(name: str) -> str | None:
     are everywhere (gradebook rows, feedback pages, nbgrader's database): refused here, once,
     rather than transformed later (two transformed names could become one id)."""
     if any(0xDC80 <= ord(c) <= 0xDCFF for c in name):
-        return "the name is not valid UTF-8"
+        return N_("the name is not valid UTF-8")
     if len(name) > MAX_ID_CHARS:
-        return f"the name is {len(name)} characters long; a learner id has at most {MAX_ID_CHARS}"
+        return N_("the name is {length} characters long; a learner id has at most {most}").format(
+            length=len(name), most=MAX_ID_CHARS)
     bad = sorted({c for c in name if unicodedata.category(c) in _ID_HIDDEN})
     if bad:
-        return ("the name holds control or invisible characters ("
-                + ", ".join(terminal(c) for c in bad[:5]) + ")")
+        return N_("the name holds control or invisible characters ({chars})").format(
+            chars=", ".join(terminal(c) for c in bad[:5]))
     if name != name.strip():
-        return "the name starts or ends with a space"
+        return N_("the name starts or ends with a space")
     if name.startswith(_ID_FORMULA_START):
-        return "the name starts with = + - or @, which spreadsheets read as a formula"
+        return N_("the name starts with = + - or @, which spreadsheets read as a formula")
     if not unicodedata.is_normalized("NFC", name):
-        return ("the name is not in Unicode normal form NFC (its letters can be written another way, "
-                "which LMS imports and some file systems treat as the same id)")
+        return N_("the name is not in Unicode normal form NFC (its letters can be written another way, "
+                  "which LMS imports and some file systems treat as the same id)")
     return None
 
 
@@ -253,7 +258,8 @@ def find_submissions(directory: str | Path, assignment: Assignment) -> Submissio
             continue
         problem = learner_id_problem(ident)
         if problem:
-            found.refused.append((terminal(shown), f"not graded: {problem}; rename it to the learner's id"))
+            found.refused.append((terminal(shown), N_("not graded: {problem}; rename it to the learner's id").format(
+                problem=problem)))
             continue
         claims.setdefault(ident, []).append((shown, notebooks))
     by_key: dict[str, list[str]] = {}
@@ -262,13 +268,14 @@ def find_submissions(directory: str | Path, assignment: Assignment) -> Submissio
     for ident, claimants in sorted(claims.items()):
         twins = by_key[ident.casefold()]
         if len(claimants) > 1:
-            found.refused.append((terminal(ident), "not graded: two submissions claim this learner id: "
-                                  + " and ".join(terminal(c[0]) for c in claimants)
-                                  + f" (in {terminal(str(directory))}); keep the learner's own and remove the other"))
+            found.refused.append((terminal(ident), N_(
+                "not graded: two submissions claim this learner id: {claims} (in {folder}); keep the learner's "
+                "own and remove the other").format(claims=" and ".join(terminal(c[0]) for c in claimants),
+                                                    folder=terminal(str(directory)))))
         elif len(twins) > 1:
-            found.refused.append((terminal(ident), "not graded: learner ids that differ only in letter case: "
-                                  + " and ".join(terminal(t) for t in twins)
-                                  + "; gradebooks, LMS imports and some file systems take them as one learner"))
+            found.refused.append((terminal(ident), N_(
+                "not graded: learner ids that differ only in letter case: {ids}; gradebooks, LMS imports and "
+                "some file systems take them as one learner").format(ids=" and ".join(terminal(t) for t in twins))))
         else:
             found[ident] = claimants[0][1]
     return found
@@ -552,7 +559,8 @@ def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | N
     Raises:
         course_grader.preflight.EnvironmentFailure: the environment cannot grade (cause and fix).
     """
-    from course_grader.preflight import NOTHING_WRITTEN, EnvironmentFailure, judge_answer_key_run
+    from course_grader.preflight import (ENVIRONMENT_BROKEN_FIX, FIX_SETUP, NOTHING_WRITTEN, EnvironmentFailure,
+                                         judge_answer_key_run)
     set_child_subreaper()
     baseline = frozenset(descendants())
     cfg = {f.name: getattr(config, f.name) for f in fields(config)}
@@ -562,9 +570,9 @@ def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | N
     try:
         reply = worker.run(job, learner_budget(assignment, config), 2 * config.startup_timeout)
         if "result" not in reply:
-            raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grader failed "
-                                     f"on the answer key's own solution ({str(reply.get('error'))[:600]}). Fix: repair "
-                                     "the Python environment (bash scripts/setup.sh) and run again.")
+            raise EnvironmentFailure(ENVIRONMENT_BROKEN_FIX, nothing=NOTHING_WRITTEN, fix=FIX_SETUP, cause=N_(
+                "the grader failed on the answer key's own solution ({error})").format(
+                    error=str(reply.get('error'))[:400]))
         summary = judge_answer_key_run(reply["result"])
     except EnvironmentFailure:
         worker.close()
@@ -574,9 +582,9 @@ def preflight_class(assignment: Assignment, config: SandboxConfig, seed: int | N
         worker.proc.kill()
         worker.close()
         kill_descendants(baseline)
-        raise EnvironmentFailure(f"the grading environment does not work, so {NOTHING_WRITTEN}: the grading process "
-                                 f"died on the answer key's own solution ({exc}). Fix: repair the Python environment "
-                                 "(bash scripts/setup.sh) and run again.") from None
+        raise EnvironmentFailure(ENVIRONMENT_BROKEN_FIX, nothing=NOTHING_WRITTEN, fix=FIX_SETUP, cause=N_(
+            "the grading process died on the answer key's own solution ({error})").format(
+                error=str(exc)[:400])) from None
     _SPARE_WORKERS[0] = worker
     return summary
 
@@ -780,8 +788,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from course_grader.preflight import EnvironmentFailure, check_sandbox
             try:  # the environment first: a broken one is never reported as the learner's failed checks
                 check_sandbox(config)
-            except EnvironmentFailure as exc:
-                print(f"course-grade: {exc}", file=sys.stderr)
+            except EnvironmentFailure as exc:   # in the learner's language: their notebook's
+                print(f"course-grade: {terminal(exc.translated(files_language([args.check])))}", file=sys.stderr)
                 return 3
             return check_notebook(args.check, args.assignment, config, release=args.release)
         if not args.assignment or not args.submissions:
@@ -820,10 +828,10 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
     from course_grader.gradebook import answer_key_digest, rotate_previous, write_gradebook, write_lms_csv
     from course_grader.journal import Journal, snapshot_submissions
     assignment = key.assignment
-    for entry, why in submissions.refused:
-        print(f"course-grade: {terminal(entry)}: {terminal(why)}", file=sys.stderr)
     teacher = files_language(nb.path for nb in assignment.notebooks.values())   # the teacher's lines
     _ = gettext_for(teacher)
+    for entry, why in submissions.refused:
+        print(f"course-grade: {terminal(entry)}: {terminal(translate_message(why, teacher))}", file=sys.stderr)
     if not args.quiet:
         print(_("answer key: {path} ({origin})").format(path=terminal(key.path),
                                                       origin=terminal(translate_message(key.origin, teacher))))
@@ -831,10 +839,10 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
     try:  # before anything is written or moved aside: an environment failure is never a grade
         summary = preflight_class(assignment, config, args.seed)
     except EnvironmentFailure as exc:
-        print(f"course-grade: {terminal(exc)}", file=sys.stderr)
+        print(f"course-grade: {terminal(exc.translated(teacher))}", file=sys.stderr)
         return 3
     if not args.quiet:
-        print(f"preflight: {summary}")
+        print(_("preflight: {summary}").format(summary=terminal(translate_message(summary, teacher))))
     top = Path(args.out)
     out = top / assignment.name  # one gradebook per assignment: grading another one moves nothing aside
     out.mkdir(parents=True, exist_ok=True)
@@ -857,8 +865,9 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
             if old is not None:
                 results[student] = old
         if results and not args.quiet:
-            print(f"resuming: {len(results)} learner(s) already graded on the same submission and answer key "
-                  f"are taken from {terminal(journal.folder)} (--regrade grades them again)")
+            print(_("resuming: {count} learner(s) already graded on the same submission and answer key are taken "
+                    "from {journal} (--regrade grades them again)").format(count=len(results),
+                                                                           journal=terminal(journal.folder)))
         todo = [s for s in sorted(submissions) if s not in results]
         if not args.quiet:
             print(_("grading {count} submission(s) of {assignment} with {jobs} job(s)").format(
@@ -881,9 +890,11 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
             pass
         if stop.event.is_set():
             name = signal.Signals(stop.signum).name if stop.signum else "a signal"
-            print(f"course-grade: interrupted ({name}): {journal.entries()} of {len(submissions)} learner(s) "
-                  f"graded, kept in {terminal(journal.folder)}/; the previous gradebook in {terminal(out)} is untouched. Run the "
-                  "same command again to grade the others (--regrade starts over).", file=sys.stderr)
+            print("course-grade: " + _(
+                "interrupted ({signal}): {done} of {total} learner(s) graded, kept in {journal}/; the previous "
+                "gradebook in {out} is untouched. Run the same command again to grade the others (--regrade "
+                "starts over).").format(signal=name, done=journal.entries(), total=len(submissions),
+                                        journal=terminal(journal.folder), out=terminal(out)), file=sys.stderr)
             return 128 + int(stop.signum or signal.SIGTERM)
         ordered = [results[s] for s in sorted(results)]
         not_graded = [{"entry": entry, "reason": why} for entry, why in submissions.refused]
@@ -906,8 +917,9 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
                 seconds=f"{time.monotonic() - start:.1f}", lms=terminal(lms)))
         status = 0
         if submissions.refused:
-            print(f"course-grade: {len(submissions.refused)} submission(s) not graded (see above; listed under "
-                  f"not_graded in {terminal(paths['json'])})", file=sys.stderr)
+            print("course-grade: " + _("{count} submission(s) not graded (see above; listed under not_graded in "
+                                       "{json})").format(count=len(submissions.refused), json=terminal(paths['json'])),
+                  file=sys.stderr)
             status = 1
         if course is not None:
             from course_grader.nbgrader_export import export_to_nbgrader
@@ -921,9 +933,10 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
             for line in problems:
                 print(f"course-grade: --to-nbgrader: {terminal(line)}", file=sys.stderr)
             if len(done) < len(ordered):
-                print(f"course-grade: --to-nbgrader: {len(ordered) - len(done)} of {len(ordered)} learner(s) were "
-                      f"NOT exported into {terminal(course.db_url)} (see above); nbgrader's tools do not have their "
-                      "grades", file=sys.stderr)
+                print("course-grade: --to-nbgrader: " + _(
+                    "{missing} of {total} learner(s) were NOT exported into {db} (see above); nbgrader's tools do "
+                    "not have their grades").format(missing=len(ordered) - len(done), total=len(ordered),
+                                                    db=terminal(course.db_url)), file=sys.stderr)
                 status = 1
             if not args.quiet:
                 print(_("wrote {count} submission(s) into {db} and {feedback}/ (nbgrader export, formgrader and "

@@ -167,3 +167,68 @@ def test_status_labels_are_centred_by_display_width():
     assert i18n.label("通过") == "  通过  " and i18n.label("未通过") == " 未通过 " and i18n.label("PASS") == "  PASS  "
     text = render_check(_report("zh_CN", ["x"]))
     assert "  [  通过  ] test_ok" in text and "[ 未通过 ] test_0" in text
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_teachers_and_learners_refusals_and_environment_failures_are_translated(language, tmp_path):
+    """The lines course-grade prints to the teacher (refused learner ids, the environment
+    preflight) and to a learner (--check in a broken environment), translated as the command
+    translates them; learner-controlled characters stay escaped."""
+    from course_grader.cli import find_submissions, learner_id_problem
+    from course_grader.notebook import Assignment
+    from course_grader.preflight import LEARNER_NOT_CHECKED, EnvironmentFailure, judge_answer_key_run
+
+    shown = []
+    for name in ("=HYPERLINK(x)", " bob", "a\u202eb", "x" * 200, "e\u0301", "ok\udcff"):
+        problem = learner_id_problem(name)
+        assert problem, name
+        shown.append(i18n.translate_message(f"not graded: {problem}; rename it to the learner's id", language))
+    assert all(_english_left(line) == [] for line in shown), shown
+    assert "\u202e" not in "".join(shown)          # the escaped character, never the raw one
+    # the twins and the double claims, as find_submissions words them
+    for name in ("Bob", "bob", "ann"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "ann.ipynb").write_text("{}")
+    found = find_submissions(tmp_path, Assignment("a", tmp_path, {"scoring": None}))
+    assert len(found.refused) == 3, found.refused
+    for _entry, why in found.refused:
+        text = i18n.translate_message(why, language)
+        assert text.startswith("未評分" if language == "zh_TW" else "未评分"), text
+        # the entries' names (the learner's, with "(a folder)" as the gradebook records them) stay
+        names = re.sub(r"\S+ \(a (folder|notebook)\)|Bob and bob", " ", text.replace(str(tmp_path), " "))
+        assert _english_left(names) == [], text
+    # the environment preflight: the teacher's (the answer key's own solution fails), the learner's
+    broken = {"status": "ok", "total": 3, "max_total": 5, "duration": 0.1,
+              "notebooks": [{"tests": [{"grade_id": "test_a", "passed": False, "message": "ANSWER_X: wrong"}]}]}
+    with pytest.raises(EnvironmentFailure) as exc:
+        judge_answer_key_run(broken)
+    assert str(exc.value).startswith("the grading environment does not work")   # English for the record
+    learner = EnvironmentFailure(LEARNER_NOT_CHECKED, cause="torch does not work in the sandbox (ImportError: x)")
+    for failure in (exc.value, learner):
+        text = failure.translated(language)
+        assert _english_left(text) == [], text
+        assert failure.translated("en") == str(failure)
+    summary = i18n.translate_message(judge_answer_key_run(
+        {"status": "ok", "total": 5, "max_total": 5, "duration": 0.4, "notebooks": []}), language)
+    assert "5/5" in summary and _english_left(summary) == [], summary
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_refused_answer_key_is_refused_in_the_teachers_language(language, tmp_path):
+    """An answer key inside the submissions folder is refused in the language of its notebooks
+    (a class made from zh/solutions or zh-TW/solutions reads Chinese)."""
+    import shutil
+    from pathlib import Path
+
+    from course_grader.cli import AnswerKey, _check_key
+    from course_grader.notebook import Assignment, NotebookError
+
+    edition = "zh" if language == "zh_CN" else "zh-TW"
+    source = Path(__file__).resolve().parents[1] / edition / "solutions" / "lesson03_scoring"
+    key = tmp_path / "submitted" / "lesson03_scoring"
+    shutil.copytree(source, key)
+    with pytest.raises(NotebookError) as exc:
+        _check_key(AnswerKey(Assignment.load(key), i18n.N_("given as a path")), tmp_path / "submitted")
+    text = str(exc.value).replace(str(tmp_path), " ")
+    assert text.startswith("拒絕" if language == "zh_TW" else "拒绝"), text
+    assert _english_left(text.replace("source/<assignment>/", " ").replace("--answer-key PATH", " ")) == [], text
