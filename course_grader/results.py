@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from course_grader.i18n import N_
+
 __all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "worst"]
 
 
@@ -92,12 +94,12 @@ class Status(str, Enum):
     A ``str`` whose value is what grades.csv, grades.json and the feedback show."""
 
     OK = "ok"
-    TIMEOUT = "timeout"            # the learner's code was stopped (the sandbox restarted once)
-    SANDBOX_DIED = "sandbox died"
-    INVALID = "invalid notebook"   # not JSON, truncated, nested too deeply, ...
-    REFUSED = "refused"            # a link, a FIFO, a device, too big
-    MISSING = "missing"
-    GRADER_ERROR = "grader error"  # a bug of ours: the row is still written, with zeros
+    TIMEOUT = N_("timeout")            # the learner's code was stopped (the sandbox restarted once)
+    SANDBOX_DIED = N_("sandbox died")
+    INVALID = N_("invalid notebook")   # not JSON, truncated, nested too deeply, ...
+    REFUSED = N_("refused")            # a link, a FIFO, a device, too big
+    MISSING = N_("missing")
+    GRADER_ERROR = N_("grader error")  # a bug of ours: the row is still written, with zeros
 
     def __str__(self) -> str:
         return str(self.value)

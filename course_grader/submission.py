@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+from course_grader.i18n import N_
 from course_grader.notebook import load_notebook_bytes
 
 __all__ = ["MAX_NOTEBOOK_BYTES", "SubmissionRefused", "read_submission", "load_submission"]
@@ -47,26 +48,27 @@ def read_submission(path: str | Path, student: str, max_bytes: int = MAX_NOTEBOO
         try:
             st = os.lstat(comp)
         except OSError as exc:
-            raise SubmissionRefused(f"cannot read {comp.name}: {exc.strerror}") from None
+            raise SubmissionRefused(N_("cannot read {name}: {reason}").format(name=comp.name, reason=exc.strerror)) from None
         last = i == len(parts) - 1
         if stat.S_ISLNK(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is a symbolic link; submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is a symbolic link; submit the notebook file itself").format(name=comp.name))
         if not last and not stat.S_ISDIR(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is not a folder")
+            raise SubmissionRefused(N_("{name} is not a folder").format(name=comp.name))
         if last and not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(f"{comp.name} is not a regular file (a FIFO, a device or a folder); "
-                                    "submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is not a regular file (a FIFO, a device or a folder); "
+                                       "submit the notebook file itself").format(name=comp.name))
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise SubmissionRefused(f"cannot open {p.name}: {exc.strerror}") from None
+        raise SubmissionRefused(N_("cannot open {name}: {reason}").format(name=p.name, reason=exc.strerror)) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise SubmissionRefused(f"{p.name} is not a regular file; submit the notebook file itself")
+            raise SubmissionRefused(N_("{name} is not a regular file; submit the notebook file itself").format(name=p.name))
         if st.st_size > max_bytes:
-            raise SubmissionRefused(f"{p.name} is {st.st_size / 2**20:.1f} MB, more than the "
-                                    f"{max_bytes / 2**20:.0f} MB accepted; clear the outputs and re-save it")
+            raise SubmissionRefused(N_("{name} is {size} MB, more than the {limit} MB accepted; clear the outputs "
+                                       "and re-save it").format(name=p.name, size=f"{st.st_size / 2**20:.1f}",
+                                                                limit=f"{max_bytes / 2**20:.0f}"))
         chunks, total = [], 0
         while total <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
