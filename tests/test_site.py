@@ -332,11 +332,16 @@ def test_every_internal_link_and_anchor_resolves(site):
 
 
 def test_glossary_anchors_licence_and_attribution(site):
-    terms = [l.split("|")[1].strip() for l in (REPO / "docs" / "GLOSSARY.md").read_text(encoding="utf-8").splitlines()
-             if l.startswith("| ") and not l.startswith(("| English", "| ---"))]
+    anchors, prefix = [], "term"  # the terms table: term-<slug>; the translation's word list: usage-<slug>
+    for line in (REPO / "docs" / "GLOSSARY.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            prefix = "usage" if "Words of the translation" in line else "term"
+        elif line.startswith("| ") and not line.startswith(("| English", "| ---")):
+            anchors.append(f"{prefix}-{build.term_slug(line.split('|')[1].strip())}")
+    assert any(a.startswith("usage-") for a in anchors) and len(anchors) > 50
     for ed in _editions(site):
         ids = _parse(site / ed.code / "glossary.html").ids
-        missing = [t for t in terms if f"term-{build.term_slug(t)}" not in ids]
+        missing = [a for a in anchors if a not in ids]
         assert not missing, f"{ed.code}/glossary.html: no anchor for {missing[:10]}"
         lic = "".join(_parse(site / ed.code / "licence.html").text)
         assert "MIT License" in lic and "www.manythings.org/anki and tatoeba.org" in lic and "CC-BY 2.0 FR" in lic
