@@ -930,8 +930,8 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
             except NotebookError as exc:
                 print(f"course-grade: --to-nbgrader: {terminal(exc)}", file=sys.stderr)
                 return 2
-            for line in problems:
-                print(f"course-grade: --to-nbgrader: {terminal(line)}", file=sys.stderr)
+            for line in problems:  # each a marked template, its fields the learner's: translated, then guarded
+                print(f"course-grade: --to-nbgrader: {terminal(translate_message(line, teacher))}", file=sys.stderr)
             if len(done) < len(ordered):
                 print("course-grade: --to-nbgrader: " + _(
                     "{missing} of {total} learner(s) were NOT exported into {db} (see above); nbgrader's tools do "

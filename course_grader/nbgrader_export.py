@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_grader.feedback import render_html
+from course_grader.i18n import N_
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import SubmissionRefused, SubmissionResult, read_submission
 
@@ -132,7 +133,7 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
                             None if graded is None else graded.get(res.student, {}))
             except Exception as exc:  # noqa: BLE001 - one learner's files never stop the class
                 gb.db.rollback()
-                problems.append(f"{res.student}: not exported ({type(exc).__name__}: {exc})")
+                problems.append(N_("{student}: not exported ({error})").format(student=res.student, error=f"{type(exc).__name__}: {exc}"))
                 continue
             written.append(res.student)
     return written
@@ -147,7 +148,7 @@ def _small_file(sub_dir: Path, name: str, student: str, problems: list[str]) -> 
     try:
         return read_submission(path, student, max_bytes=MAX_SMALL_FILE)
     except SubmissionRefused as exc:
-        problems.append(f"{student}: {name} ignored: {exc}")
+        problems.append(N_("{student}: {name} ignored: {reason}").format(student=student, name=name, reason=exc))
         return None
 
 
@@ -162,7 +163,7 @@ def _timestamp(raw: bytes | None, student: str, problems: list[str]):
             raise ValueError("not a time")
         return parse_utc(text)
     except Exception as exc:  # noqa: BLE001 - garbage from the learner's folder
-        problems.append(f"{student}: timestamp.txt ignored (not a time: {type(exc).__name__})")
+        problems.append(N_("{student}: timestamp.txt ignored (not a time: {error})").format(student=student, error=type(exc).__name__))
         return None
 
 
