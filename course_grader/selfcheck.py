@@ -190,7 +190,7 @@ def _validated_report(value: object, notebook: str) -> CheckReport:
     language = data.get("language")
     report = CheckReport(safe_text(data.get("assignment"), 200), notebook,
                          hidden_known=data.get("hidden_known") is True,
-                         language=language if type(language) is str and language in LANGUAGES else DEFAULT)
+                         language=language if type(language) is str and language in set(LANGUAGES.values()) else DEFAULT)
     for t in items(data.get("tests"), 500):
         if type(t) is dict:
             kind = str(t.get("kind")) if t.get("kind") in _KINDS else "unknown"
