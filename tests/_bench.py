@@ -31,3 +31,17 @@ def load_benchmark(name: str) -> ModuleType:
 def load_script(name: str) -> ModuleType:
     """``scripts/<name>.py`` as a module."""
     return _load(ROOT / "scripts" / f"{name}.py")
+
+
+def load_site_build() -> ModuleType:
+    """``site/build.py`` as the module ``course_site_build``, registered as site/conf.py
+    registers it (Sphinx's configuration and the tests then share one copy)."""
+    if "course_site_build" in sys.modules:
+        return sys.modules["course_site_build"]
+    path = ROOT / "site" / "build.py"
+    spec = importlib.util.spec_from_file_location("course_site_build", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["course_site_build"] = module
+    spec.loader.exec_module(module)
+    return module

@@ -387,20 +387,8 @@ def _alembic_on_path(monkeypatch):
 
 
 def _nbgrader_course(tmp_path: Path):
-    from nbgrader.api import Gradebook
-    from course_grader.nbgrader_export import NbgraderCourse
-    assignment = Assignment.load(SOLUTION)
-    root = tmp_path / "course"
-    root.mkdir()
-    db = f"sqlite:///{root / 'gradebook.db'}"
-    with Gradebook(db, course_id="c") as gb:
-        gb.add_assignment(assignment.name)
-        for nb_name, src in assignment.notebooks.items():
-            gb.add_notebook(nb_name, assignment.name)
-            for t in src.tests:
-                gb.add_grade_cell(t.grade_id, nb_name, assignment.name, max_score=t.points, cell_type="code")
-    return NbgraderCourse(root, "c", db, SOLUTION.parent, root / "submitted", root / "autograded",
-                          root / "feedback"), assignment
+    from test_grading_hostile_files import _course  # one gradebook fixture for the export tests
+    return _course(tmp_path)
 
 
 @pytest.mark.slow  # an nbgrader gradebook database and nbconvert: several seconds

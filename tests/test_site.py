@@ -40,6 +40,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from _bench import load_site_build
 
 from _tiers import in_ci
 
@@ -53,15 +54,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 SEARCH_TERMS = {"en": "attention", "zh-CN": "注意力", "zh-TW": "注意力"}
 
 
-def _load_build():
-    spec = importlib.util.spec_from_file_location("course_site_build", REPO / "site" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["course_site_build"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-build = _load_build()
+build = load_site_build()
 
 
 def _missing_site_tools() -> str | None:

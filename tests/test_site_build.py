@@ -13,19 +13,12 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from _bench import load_site_build
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_build():
-    spec = importlib.util.spec_from_file_location("course_site_build", REPO / "site" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["course_site_build"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-build = _load_build()
+build = load_site_build()
 
 
 # --- "Open in your class hub": nbgitpuller's link scheme ------------------------------------------
