@@ -142,7 +142,8 @@ def _isolate(job: dict) -> None:
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
     size = int(job.get("tmp_bytes") or policy.TMP_BYTES)
     # installation folders under /tmp or /var/tmp (a clone under /tmp): held open now, bound
-    # again read-only inside this sandbox's fresh tmpfs below
+    # again read-only inside this sandbox's fresh tmpfs below (remounted nosuid and nodev: bubblewrap
+    # locks both on its binds, and a remount that drops a locked flag is refused with EPERM)
     binds = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in job.get("private_binds") or []]
     # a /dev of this sandbox alone (the fork server's is shared by every sandbox it forks):
     # the device nodes a program needs, bound from the fork server's /dev, read-only
@@ -166,7 +167,7 @@ def _isolate(job: dict) -> None:
         os.makedirs(path, exist_ok=True)
         _check(libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None),
                f"bind {path}")
-        _check(libc.mount(b"none", path.encode(), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID, None),
+        _check(libc.mount(b"none", path.encode(), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None),
                f"read-only {path}")
         os.close(fd)
     proc_opts = f"size={policy.PROC_BYTES},nr_inodes={policy.PROC_INODES},mode=0555".encode()
