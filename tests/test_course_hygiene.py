@@ -184,3 +184,60 @@ def test_no_rounding_boundary_warning_in_a_committed_output(path: Path) -> None:
             assert "RoundingBoundaryWarning" not in text, (
                 f"{path.name}: a printed value lies on a rounding boundary; print it with other "
                 f"decimals\n{''.join(cell['source'])[:300]}")
+
+
+def _private_course_lib_names(source: str) -> list[str]:
+    """The private names of course_lib (``_x``, not dunders) that a cell's code imports or reads.
+
+    Lessons use course_lib's public API only (issue 33): a private helper can change or vanish
+    without notice, and a learner copying the lesson's code should not depend on it. Finds
+    ``from course_lib[.m] import _x`` and attribute reads ``alias._x`` where ``alias`` names
+    course_lib or one of its modules (``import course_lib as cl``, ``from course_lib import
+    corpus``, ``import course_lib.corpus as c``; ``cl.corpus._x`` too). IPython lines (``%``,
+    ``!``) are skipped.
+    """
+    import ast
+
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    tree = ast.parse(code)
+    private = lambda name: name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+    modules: set[str] = set()  # local names bound to course_lib or one of its modules
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "course_lib" or alias.name.startswith("course_lib."):
+                    found += [alias.name] if any(private(part) for part in alias.name.split(".")) else []
+                    modules.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "course_lib":
+            found += [f"{node.module}.{a.name}" for a in node.names if private(a.name)]
+            found += [node.module] if any(private(part) for part in node.module.split(".")) else []
+            modules |= {a.asname or a.name for a in node.names if not private(a.name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in modules:
+                found.append(f"{ast.unparse(node.value)}.{node.attr}")
+    return found
+
+
+def test_the_private_name_check_finds_what_it_looks_for() -> None:
+    # the negative controls: each of these reads a private name of course_lib
+    assert _private_course_lib_names("from course_lib.corpus import NOUNS, _fr_vowel") == ["course_lib.corpus._fr_vowel"]
+    assert _private_course_lib_names("import course_lib as cl\nx = cl.corpus._fr_vowel('a')") == ["cl.corpus._fr_vowel"]
+    assert _private_course_lib_names("from course_lib import corpus\n%time corpus._fr_vowel('a')") == []
+    assert _private_course_lib_names("from course_lib import corpus\ny = corpus._fr_vowel('a')") == ["corpus._fr_vowel"]
+    assert _private_course_lib_names("import course_lib.corpus as c\nc._split('a')") == ["c._split"]
+    # and public names, dunders, and private names of other objects are not flagged
+    assert _private_course_lib_names("import course_lib as cl\nprint(cl.__version__, cl.corpus.NOUNS)") == []
+    assert _private_course_lib_names("import course_lib as cl\nm = cl.Transformer\nm._modules") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_lesson_uses_a_private_name_of_course_lib(path: Path) -> None:
+    source = "\n".join("".join(c["source"]) for c in _cells(path) if c["cell_type"] == "code")
+    found = _private_course_lib_names(source)
+    assert not found, (f"{path.name} uses private names of course_lib: {found}. Use the public API, or make "
+                       "the name public in course_lib (with a docstring and a test)")
