@@ -28,6 +28,12 @@ class TestOutcome:
     details: str = ""
     hidden: bool = False
     skipped: bool = False
+    #: what the test checks, for the learner (one line), and the lesson section it practises
+    #: (lesson "" and section 0: not said); from the source notebook's test cell
+    #: (course_grader.notebook.cell_test_info)
+    description: str = ""
+    lesson: str = ""
+    section: int = 0
 
 
 @dataclass

@@ -75,7 +75,7 @@ def _bound_notebook(result: "NotebookResult") -> None:
 
 def _fail_all(source: SourceNotebook, column_prefix: str, message: str) -> list[TestOutcome]:
     return [TestOutcome(t.grade_id, column_prefix + t.grade_id, 0.0, t.points, False, message,
-                        hidden=t.has_hidden) for t in source.tests]
+                        hidden=t.has_hidden, **t.info()) for t in source.tests]
 
 
 def _assert_message(exc: BaseException, test: TestCell, source_text: str, filename: str,
@@ -106,7 +106,7 @@ def _no_code(source: str) -> bool:
 def _run_test(session: Session | None, test: TestCell, column: str, seed_base: bytes | None,
               public_only: bool) -> TestOutcome:
     source_text = test.release_source if public_only else test.source
-    out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden)
+    out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden, **test.info())
     if public_only and _no_code(source_text):
         out.skipped = True
         out.message = N_("hidden test: run only by the grader")
@@ -285,7 +285,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                     result.tests.append(TestOutcome(step.test.grade_id, column, 0.0, step.test.points, False,
                                                     N_("not run: the grading time budget of {seconds} s was "
                                                        "exceeded").format(seconds=f"{config.submission_timeout:g}"),
-                                                    hidden=step.test.has_hidden))
+                                                    hidden=step.test.has_hidden, **step.test.info()))
                     continue
                 result.tests.append(_run_test(session, step.test, column, seed_base, public_only))
         if session is not None:
