@@ -376,8 +376,14 @@ def render_check(report: CheckReport) -> str:
                        "here: all {points} points may also depend on hidden tests.").format(points=_pts(rest)))
     lines.append(_("Maximum grade: {points} points. Passing the public checks does not mean the hidden tests "
                    "pass.").format(points=_pts(report.max_points)))
-    lines.append(_("The checks above are the test cells of the notebook checked (or of --release), run inside the "
-                   "sandbox like the rest of its code: this is a help for the notebook's author, not proof of a "
-                   "grade (a notebook can carry altered checks; nbgrader's checksums detect accidental edits, they "
-                   "do not authenticate anything)."))
+    if any(t.kind != "hidden" and not t.passed for t in report.tests):
+        lines.append(_("Next: for each failed check, read its message and the lesson section named under it, fix "
+                       "your code, and run the check again."))
+    lines.append(_("The hidden tests call your code on fresh inputs (other sizes, other lengths), so make it work "
+                   "for any input, not only for the examples above."))
+    # The note for whoever checks a notebook they did not write (a classmate's, a tutor's) is
+    # in docs/GRADING.md ("Learner: self-check"): nbgrader's checksums detect accidental edits
+    # of the test cells, they authenticate nothing.
+    lines.append(_("Only your teacher's grading counts: these checks are the test cells of the notebook you checked "
+                   "(or of --release), so this report is not proof of a grade."))
     return "\n".join(lines) + "\n"

@@ -12,12 +12,16 @@ from pathlib import Path
 import polib
 import pytest
 
+from torch import nn
+
+from course_grader.checks import CheckFailed, assert_number, assert_tensor_close, call
+from course_grader.i18n import translate_message
 from course_grader.feedback import about_test, render_html, render_text
 from course_grader.notebook import Assignment, cell_test_info
 from course_grader.runner import NotebookResult, Status, SubmissionResult, grade_submission
 from course_grader.runner import TestOutcome as Outcome
 from course_grader.sandbox import SandboxConfig
-from course_grader.selfcheck import render_check, self_check
+from course_grader.selfcheck import CheckedTest, CheckReport, render_check, self_check
 from course_grader.sinks import terminal_block
 from grading_dev.generate import list_assignments
 from grading_dev.testing import load_mistakes, variant, write_notebook
@@ -144,12 +148,17 @@ def graded(tmp_path_factory):
     config = SandboxConfig(cell_timeout=60, call_timeout=30)
     result = grade_submission(Assignment.load(ROOT / "solutions" / name), "ada", {"scoring": path},
                               config=config, seed=1)
+    biased = variant(learner, replace={"additive_attention": _solution_code(name)["additive_attention"].replace(
+        "bias=False", "bias=True")})
+    biased_path = write_notebook(biased, tmp / "bo" / "scoring.ipynb")
+    extra_bias = grade_submission(Assignment.load(ROOT / "solutions" / name), "bo", {"scoring": biased_path},
+                                  config=config, seed=1)
     exercise = variant(ROOT / "exercises" / name / "scoring.ipynb",
                        replace={**{gid: src for gid, src in _solution_code(name).items()},
                                 **spec["missing_sqrt"]["replace"]})
     exercise["metadata"].setdefault("course", {})["language"] = "zh-CN"
     checked = write_notebook(exercise, tmp / "check" / "scoring.ipynb")
-    return result, self_check(checked, config=config)
+    return result, self_check(checked, config=config), extra_bias
 
 
 def _solution_code(name: str) -> dict[str, str]:
@@ -164,7 +173,7 @@ def _solution_code(name: str) -> dict[str, str]:
 
 @pytest.mark.sandbox
 def test_grading_records_and_shows_each_tests_description(graded):
-    result, _ = graded
+    result = graded[0]
     tests = {t.grade_id: t for t in result.notebooks[0].tests}
     assert tests["test_dot_product_public"].passed is False
     assert (tests["test_dot_product_public"].lesson, tests["test_dot_product_public"].section) == ("3", 6)
@@ -176,8 +185,73 @@ def test_grading_records_and_shows_each_tests_description(graded):
 
 @pytest.mark.sandbox
 def test_check_shows_each_tests_description_in_the_learners_language(graded):
-    _, report = graded
+    report = graded[1]
     assert report.language == "zh_CN"
     assert all(t.description and t.lesson == "3" and t.section for t in report.tests)
     out = render_check(report)
     assert "在一个例子上计算缩放点积注意力，与 PyTorch 的实现比较。（见第 3 课第 6 节）" in out
+
+
+# -- numbers in full, state-dict errors from the learner's side, a footer for the learner --------
+
+def _failure(fn, *args, **kwargs) -> str:
+    with pytest.raises(CheckFailed) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+def test_numbers_are_printed_in_full():
+    assert _failure(assert_number, 1048576, 1050624, name="ANSWER_PARAMS") == \
+        "ANSWER_PARAMS: 1048576 is not the right value"
+    assert _failure(assert_number, 1048576.5, 1050624, name="A") == "A: 1048576.5 is not the right value"
+    assert _failure(assert_number, 0.00001, 1, name="A") == "A: 0.00001 is not the right value"
+    import torch
+    text = _failure(assert_tensor_close, torch.tensor([1048576.0]), torch.tensor([2097152.0]), name="x")
+    assert "expected 2097152, got 1048576" in text and "e+06" not in text
+
+
+@pytest.mark.parametrize("mine, reference, expected", [
+    (nn.Linear(3, 4), nn.Linear(3, 4, bias=False),
+     "W.load_state_dict: your module has parameters the reference doesn't: bias. Check the assignment's layers "
+     "(is a bias=False missing, or is there a layer too many?)."),
+    (nn.Linear(3, 4, bias=False), nn.Linear(3, 4),
+     "W.load_state_dict: the reference has parameters your module doesn't: bias. Use the parameter names the "
+     "assignment gives."),
+    (nn.Sequential(nn.Linear(2, 4)), nn.Sequential(nn.Linear(3, 4)),
+     "W.load_state_dict: parameter 0.weight has shape (4, 2) in your module but (4, 3) in the reference."),
+])
+def test_state_dict_errors_are_said_from_the_learners_side(mine, reference, expected):
+    text = _failure(call, mine.load_state_dict, reference.state_dict(), name="W.load_state_dict")
+    assert text == expected and "Missing key" not in text
+    assert "你的模块" in translate_message(text, "zh_CN") or "你的模块" not in expected
+
+
+def _report(language: str, passed: bool) -> CheckReport:
+    report = CheckReport("lesson03_scoring", "scoring.ipynb", language=language)
+    report.tests.append(CheckedTest("test_masked_softmax_public", 1.0, "public", passed, "" if passed else "wrong",
+                                    description="Masked softmax on the worked example: masked keys get weight 0, "
+                                                "rows sum to one.", lesson="3", section=2))
+    return report
+
+
+@pytest.mark.parametrize("language", ["en", "zh_CN", "zh_TW"])
+def test_the_check_footer_speaks_to_the_learner(language):
+    failed, passed = render_check(_report(language, False)), render_check(_report(language, True))
+    for out in (failed, passed):
+        assert "author" not in out and "checksum" not in out
+    if language == "en":
+        assert "Next: for each failed check" in failed and "Next:" not in passed
+        assert failed.rstrip().endswith("so this report is not proof of a grade.")
+        assert "(see lesson 3, section 2)" in failed
+    else:
+        assert "下一步" in failed and "下一步" not in passed and "Next" not in failed
+        assert "不能证明成绩" in failed or "不能證明成績" in failed
+
+
+@pytest.mark.sandbox
+def test_extra_biases_are_reported_from_the_learners_side(graded):
+    tests = {t.grade_id: t for t in graded[2].notebooks[0].tests}
+    assert not tests["test_additive"].passed
+    assert "your module has parameters the reference doesn't: W_k.bias, W_q.bias, w_v.bias" \
+        in tests["test_additive"].message, tests["test_additive"].message
+    assert "Missing key" not in render_text(graded[2])
