@@ -11,7 +11,7 @@ from course_grader.i18n import gettext_for, html_lang, label, translate_message
 from course_grader.results import SubmissionResult
 from course_grader.sinks import html_text
 
-__all__ = ["render_html", "render_text", "unclean_cell_lines", "about_test"]
+__all__ = ["render_html", "render_text", "unclean_cell_lines", "about_test", "mistake_line"]
 
 
 def _pts(x: float) -> str:
@@ -32,6 +32,19 @@ def about_test(test: object, language: str | None = None) -> str:
     if where:
         return _("Practises {where}.").format(where=where)
     return description
+
+
+def mistake_line(test: object, language: str | None = None) -> str:
+    """One line naming the typical mistake a failed test's outputs matched, with its hint and
+    the lesson section that covers it; "" when none (course_grader.diagnose)."""
+    _ = gettext_for(language)
+    hint = str(getattr(test, "hint", "") or "")
+    if not hint:
+        return ""
+    lesson, section = getattr(test, "hint_lesson", ""), getattr(test, "hint_section", 0)
+    where = _("lesson {lesson}, section {section}").format(lesson=lesson, section=section)
+    return _("This looks like a known mistake: {hint} (see {where})").format(
+        hint=translate_message(hint, language), where=where)
 
 
 def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[str]:
@@ -74,6 +87,9 @@ def render_text(result: SubmissionResult) -> str:
             mark = _("PASS") if t.passed else _("FAIL")
             lines.append(f"  [{label(mark)}] {t.grade_id} ({_pts(t.points)}/{_pts(t.max_points)})"
                          + ("" if t.passed else f": {m(t.message)}"))
+            named = "" if t.passed else mistake_line(t, language)
+            if named:
+                lines.append("             " + named)
             about = about_test(t, language)
             if about:
                 lines.append("             " + about)
@@ -117,6 +133,9 @@ def render_html(result: SubmissionResult) -> str:
                 verdict = f"<span class=\"pass\">{e(_('passed'))}</span>"
             else:
                 verdict = f"<span class=\"fail\">{e(_('failed'))}</span>: {e(m(t.message))}"
+                named = mistake_line(t, language)
+                if named:
+                    verdict += f"<div class=\"note\">{e(named)}</div>"
                 if t.details:
                     verdict += f"<pre>{e(t.details)}</pre>"
             about = about_test(t, language)

@@ -34,6 +34,13 @@ class TestOutcome:
     description: str = ""
     lesson: str = ""
     section: int = 0
+    #: the typical mistake (a key of the assignment's mistakes.py) whose outputs the learner's
+    #: matched on this test's inputs, its hint for the learner and the lesson section that
+    #: covers it (course_grader.diagnose); "" when none
+    mistake: str = ""
+    hint: str = ""
+    hint_lesson: str = ""
+    hint_section: int = 0
 
 
 @dataclass

@@ -255,3 +255,164 @@ def test_extra_biases_are_reported_from_the_learners_side(graded):
     assert "your module has parameters the reference doesn't: W_k.bias, W_q.bias, w_v.bias" \
         in tests["test_additive"].message, tests["test_additive"].message
     assert "Missing key" not in render_text(graded[2])
+
+
+# -- feedback that names the mistake (course_grader.diagnose) --------------------------------------
+
+from course_grader.diagnose import load_hinted_mistakes, mistake_notebook  # noqa: E402
+from course_grader.feedback import mistake_line  # noqa: E402
+
+HINTED = [(a, m["key"]) for a in list_assignments(ROOT) for m in load_hinted_mistakes(ROOT / "solutions" / a)]
+#: the hinted mistakes graded end to end in the fast tier (the rest: slow tier, same test)
+QUICK = {("lesson03_scoring", "mask_after_softmax"), ("lesson03_scoring", "missing_sqrt"),
+         ("lesson02_pooling", "missing_factor_two")}
+
+
+def test_every_assignment_names_at_least_three_mistakes():
+    sections = _lesson_sections()
+    for name in list_assignments(ROOT):
+        hinted = load_hinted_mistakes(ROOT / "solutions" / name)
+        assert len(hinted) >= 3, f"{name}: only {len(hinted)} mistakes carry a hint (3 at least)"
+        for m in hinted:
+            assert m["section"] in sections[m["lesson"]], f"{name}/{m['key']}: no section {m['section']}"
+            assert m["hint"][0].islower() and not m["hint"].endswith("."), \
+                f"{name}/{m['key']}: a hint is the tail of 'This looks like a known mistake: ...'"
+
+
+def test_a_malformed_hint_says_what_is_wrong(tmp_path):
+    (tmp_path / "mistakes.py").write_text('MISTAKES = {"m": {"replace": {"c": "x = 1"}, "fails": ["t"], '
+                                          '"hint": "a hint", "lesson": "three", "section": 2}}\n', "utf-8")
+    with pytest.raises(ValueError, match=r"mistake 'm': a hint needs .*lesson"):
+        load_hinted_mistakes(tmp_path)
+
+
+def test_the_mistake_notebook_is_the_solution_with_the_mistake_in_place():
+    source = Assignment.load(ROOT / "solutions" / "lesson03_scoring").notebooks["scoring"]
+    nb = mistake_notebook(source, {"masked_softmax": "def masked_softmax(s, v=None):\n    return s\n"})
+    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): "".join(c["source"]) for c in nb["cells"]}
+    assert cells["masked_softmax"] == "def masked_softmax(s, v=None):\n    return s"
+    assert "BEGIN SOLUTION" not in cells["dot_product_attention"] and "math.sqrt(d)" in cells["dot_product_attention"]
+
+
+def _graded_case(tmp: Path, name: str, replace: dict[str, str] | None, seed: int = 3):
+    assignment = Assignment.load(ROOT / "solutions" / name)
+    ((nb_name, source),) = assignment.notebooks.items()
+    learner = variant(source.path, replace=replace) if replace else _load(source.path)
+    path = write_notebook(learner, tmp / "learner" / f"{nb_name}.ipynb")
+    return grade_submission(assignment, "learner", {nb_name: path}, seed=seed, diagnose=True,
+                            config=SandboxConfig(cell_timeout=120, call_timeout=60))
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("name, key", [pytest.param(a, k, marks=() if (a, k) in QUICK else pytest.mark.slow)
+                                       for a, k in HINTED])
+def test_each_hinted_mistake_names_itself(tmp_path, name, key):
+    """Graded as a learner would hand it in, the mistake's own feedback names it, with its
+    hint and its lesson section, on at least one test it fails (and never names another)."""
+    spec = load_mistakes(ROOT / "solutions" / name)[key]
+    result = _graded_case(tmp_path, name, spec["replace"])
+    tests = result.notebooks[0].tests
+    named = {t.grade_id: t.mistake for t in tests if t.mistake}
+    assert key in named.values(), f"{key} was not named; failed: {[t.grade_id for t in tests if not t.passed]}"
+    assert set(named.values()) == {key}, f"another mistake was named too: {named}"
+    hint = next(m for m in load_hinted_mistakes(ROOT / "solutions" / name) if m["key"] == key)
+    where = f"(see lesson {hint['lesson']}, section {hint['section']})"
+    assert f"This looks like a known mistake: {hint['hint']} {where}" in render_text(result)
+    assert "这看起来是一个常见错误" in mistake_line(next(t for t in tests if t.mistake), "zh_CN")
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("case", ["solution", "trivial"])
+def test_nothing_is_named_when_no_listed_mistake_matches(tmp_path, case):
+    """The solution fails nothing; a wrong answer that is not a listed mistake (zeros) fails
+    tests that mistakes also fail, but its outputs match none of theirs: nothing is named."""
+    replace = None if case == "solution" else {"masked_softmax": (
+        "def masked_softmax(scores, valid_lens=None):\n    return torch.zeros_like(scores)\n")}
+    result = _graded_case(tmp_path, "lesson03_scoring", replace)
+    tests = result.notebooks[0].tests
+    assert [t.mistake for t in tests if t.mistake] == []
+    if case == "trivial":
+        assert not {t.grade_id: t for t in tests}["test_masked_softmax"].passed
+    assert "known mistake" not in render_text(result)
+
+
+# -- multiple-choice balance (issue 30, item 5) ------------------------------------------------------
+
+def _choice_options(text: str) -> dict[str, str]:
+    """Letter -> option text of one question's "(a) ...; (b) ..." list (one line or one item each)."""
+    parts = re.split(r"\(([a-e])\)\s", text)
+    out = {}
+    for i in range(1, len(parts) - 1, 2):
+        body = re.split(r"\n\d+\. |\n\n", parts[i + 1])[0]
+        out[parts[i]] = " ".join(body.split()).rstrip(" ;.")
+    return out
+
+
+def multiple_choice_questions(notebook: Path) -> list[tuple[str, dict[str, str], str]]:
+    """(answer variable, options, right letter) of each multiple-choice question of a source
+    notebook: the options from its question cell (a list shared by several questions after
+    "Choices for questions ..."), the right letter from its solution cell."""
+    cells = _load(notebook)["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    out = []
+    for cell in cells:
+        text = "".join(cell["source"])
+        if cell["cell_type"] != "markdown" or "`ANSWER_" not in text:
+            continue
+        shared = re.search(r"Choices for questions[^\n]*\n(.*)$", text, re.S)
+        body = text[:shared.start()] if shared else text
+        for block in re.split(r"\n(?=\d+\. `ANSWER_)", body):
+            name = re.match(r"\d+\. `(ANSWER_\w+)`", block)
+            if not name or "(A letter.)" not in block:
+                continue
+            options = _choice_options(block) or (_choice_options(shared.group(1)) if shared else {})
+            right = re.findall(rf'{name.group(1)}\s*=\s*"([a-e])"', code)
+            assert options and right, f"{notebook.name}: {name.group(1)}: no options or no right letter found"
+            out.append((name.group(1), options, right[-1]))
+    return out
+
+
+def _right_is_longest(options: dict[str, str], right: str) -> bool:
+    """Strictly longer than every other option (options of equal length, such as four
+    ``Conv2d(...)`` calls, give nothing away)."""
+    return all(len(options[right]) > len(text) for letter, text in options.items() if letter != right)
+
+
+@pytest.mark.parametrize("name", list_assignments(ROOT))
+def test_the_right_option_is_rarely_the_longest(name):
+    """A test-wise learner picks the longest, most qualified option: in each assignment the right
+    option may be the longest in at most 1/k of the multiple-choice questions (k options)."""
+    for source in sorted((ROOT / "solutions" / name).glob("*.ipynb")):
+        questions = multiple_choice_questions(source)
+        if not questions:
+            continue
+        longest = [q for q, options, right in questions if _right_is_longest(options, right)]
+        k = min(len(options) for _, options, _ in questions)
+        assert len(longest) <= len(questions) / k, \
+            f"{name}: the right option is the longest in {longest} ({len(longest)} of {len(questions)} questions)"
+
+
+def test_the_balance_check_sees_a_longest_right_option():
+    options = _choice_options("- (a) short;\n   - (b) the right one, long and qualified, as a test-wise learner\n"
+                              "     expects;\n   - (c) no;\n   - (d) none.")
+    assert set(options) == {"a", "b", "c", "d"} and _right_is_longest(options, "b")
+    assert not _right_is_longest(options, "a")
+
+
+def test_naming_a_mistake_stays_within_the_learners_budget(monkeypatch):
+    """With less than MIN_SECONDS_LEFT of the learner's budget left, no mistake is tried (the
+    grader's watchdog would otherwise kill the learner's grading)."""
+    import time
+
+    import course_grader.diagnose as diagnose_module
+    import course_grader.rpc
+
+    def no_session(*args, **kwargs):
+        raise AssertionError("a mistake was tried after the learner's budget")
+
+    monkeypatch.setattr(course_grader.rpc, "Session", no_session)
+    source = Assignment.load(ROOT / "solutions" / "lesson03_scoring").notebooks["scoring"]
+    failed = Outcome("test_masked_softmax", "c", 0.0, 3.0, False, "masked_softmax: wrong")
+    diagnose_module.diagnose(source, [failed], {"test_masked_softmax": [1.0]}, b"1", SandboxConfig(),
+                             deadline=time.monotonic() + diagnose_module.MIN_SECONDS_LEFT / 2)
+    assert failed.mistake == ""

@@ -44,6 +44,11 @@ def marked_messages() -> dict[str, list[str]]:
             text = cell_test_info(cell).get("description")
             if text:
                 out.setdefault(text, []).append(str(path.relative_to(ROOT)))
+    # the hints of the typical mistakes (issue 30): translated where shown
+    from course_grader.diagnose import load_hinted_mistakes
+    for folder in sorted((ROOT / "solutions").glob("*/")):
+        for mistake in load_hinted_mistakes(folder):
+            out.setdefault(mistake["hint"], []).append(f"{folder.relative_to(ROOT)}/mistakes.py")
     return out
 
 
