@@ -29,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import traceback
+from decimal import Decimal
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -219,7 +221,7 @@ def assert_tensor_close(actual: Any, expected: Any, *, name: str, atol: float = 
         raise CheckFailed(N_(
             "{name}: max abs error {error} at index {index} (expected {expected}, got {got}; atol {atol}, "
             "rtol {rtol}; {bad} of {total} values out of tolerance)").format(
-                name=name, error=f"{float(err[idx]):.3g}", index=_fmt_idx(idx), expected=_fmt(e[idx]),
+                name=name, error=_number_text(float(err[idx]), digits=3), index=_fmt_idx(idx), expected=_fmt(e[idx]),
                 got=_fmt(a[idx]), atol=f"{atol:g}", rtol=f"{rtol:g}", bad=int(bad.sum()), total=a.numel()))
 
 
@@ -246,7 +248,22 @@ def _fmt_idx(idx: tuple[int, ...]) -> str:
 
 def _fmt(x: torch.Tensor) -> str:
     v = x.item()
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
+    return _number_text(v, digits=6) if isinstance(v, float) else str(v)
+
+
+def _number_text(value: float, digits: int | None = None) -> str:
+    """A number as a learner reads it: in full, never in exponent notation for an everyday
+    size (``1048576``, not ``1.04858e+06``). An integral value prints as an integer; any
+    other as the shortest text that reads back as the same float (``digits``: that many
+    significant digits instead, for values computed from tensors)."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e18:
+        return str(int(value))
+    text = repr(float(value)) if digits is None else f"{value:.{digits}g}"
+    if "e" in text and 1e-6 <= abs(value) < 1e18:
+        text = format(Decimal(text), "f")
+    return text
 
 
 def assert_equal(actual: Any, expected: Any, *, name: str, show_expected: bool = False) -> None:
@@ -378,7 +395,7 @@ def assert_number(answer: Any, expected: float, *, name: str, rel_tol: float = 1
     __tracebackhide__ = True
     value = as_number(answer, name=name)
     if not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
-        raise CheckFailed(N_("{name}: {value} is not the right value").format(name=name, value=f"{value:g}"))
+        raise CheckFailed(N_("{name}: {value} is not the right value").format(name=name, value=_number_text(value)))
 
 
 def _normalise_choice(value: str) -> str:
@@ -444,6 +461,61 @@ def _is_fatal(exc: BaseException) -> bool:
     return bool(getattr(exc, "grader_fatal", False))
 
 
+# Set by the grader while it compares a learner's outputs with a typical mistake's (issue 30):
+# what each call() of one test cell returned, in order (course_grader.runner).
+_recorded: list | None = None
+#: At most this many outputs are kept per test cell, each of at most this many numbers.
+MAX_RECORDED, MAX_RECORDED_NUMEL = 200, 200_000
+
+
+def record_calls(on: bool) -> list | None:
+    """The grader's hook: start recording what :func:`call` returns (``on``), or stop and get
+    the outputs recorded since the start (a list; None when recording was off)."""
+    global _recorded
+    out = _recorded
+    _recorded = [] if on else None
+    return out
+
+
+def _snapshot(value: Any, depth: int = 0) -> Any:
+    """What :func:`call` returned, as plain data to compare: a tensor as float64 on the CPU, a
+    number as a float, a tuple or list of those; anything else as its type's name."""
+    if type(value) is torch.Tensor and not value.is_complex() and value.numel() <= MAX_RECORDED_NUMEL:
+        return value.detach().to("cpu", torch.float64).clone()
+    if type(value) in (int, float, bool):
+        return float(value)
+    if type(value) in (tuple, list) and depth < 2 and len(value) <= 16:
+        return tuple(_snapshot(v, depth + 1) for v in value)
+    return type(value).__name__
+
+
+def _value(x: Any) -> bool:
+    return type(x) in (torch.Tensor, float) or (type(x) is tuple and any(_value(v) for v in x))
+
+
+def has_values(recording: list) -> bool:
+    """A recording (:func:`record_calls`) holds at least one value to compare (a tensor, a
+    number, a tuple of those), not only the names of types such as a learner's module."""
+    return any(_value(x) for x in recording)
+
+
+def same_outputs(a: list, b: list, *, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """Two recordings (:func:`record_calls`) of the same test cell on the same inputs hold the
+    same outputs, within the tolerance of :func:`assert_tensor_close`, and at least one of them
+    a value (a tensor, a number, a tuple of those), not only the names of types."""
+    def same(x: Any, y: Any) -> bool:
+        if type(x) is torch.Tensor or type(y) is torch.Tensor:
+            return (type(x) is type(y) is torch.Tensor and x.shape == y.shape
+                    and bool(torch.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True)))
+        if type(x) is tuple and type(y) is tuple:
+            return len(x) == len(y) and all(same(p, q) for p, q in zip(x, y))
+        if type(x) is float and type(y) is float:
+            return math.isclose(x, y, rel_tol=rtol, abs_tol=atol) or (math.isnan(x) and math.isnan(y))
+        return x == y
+
+    return len(a) == len(b) > 0 and has_values(a) and all(same(x, y) for x, y in zip(a, b))
+
+
 def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: Any) -> Any:
     """Call the learner's ``fn(*args, **kwargs)``; if it raises, fail with a clear message.
 
@@ -457,18 +529,61 @@ def call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: 
     __tracebackhide__ = True  # IPython and pytest: show the learner's frames, not this one
     label = name or getattr(fn, "__name__", None) or N_("your function")
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if _recorded is not None and len(_recorded) < MAX_RECORDED:
+            _recorded.append(_snapshot(result))
+        return result
     except Exception as exc:  # noqa: BLE001 - reported to the learner
         if _is_fatal(exc):
             raise
         detail = getattr(exc, "learner_message", None) or (f"{type(exc).__name__}: {exc}" if str(exc)
                                                            else type(exc).__name__)
-        failure = CheckFailed(N_("calling {label} raised {detail}").format(label=label, detail=detail))
+        failure = CheckFailed(_state_dict_message(label, detail)
+                              or N_("calling {label} raised {detail}").format(label=label, detail=detail))
         remote = getattr(exc, "learner_traceback", None)
         failure.learner_traceback = remote or ""  # type: ignore[attr-defined]
         if remote is not None:  # in the grader: the sandbox sent the learner's frames; ours are not shown
             raise failure from None
         raise failure from exc  # in the learner's kernel: their own traceback, above this message
+
+
+_STATE_DICT = re.compile(r"Error\(s\) in loading state_dict for [^:\n]*:")
+_KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)")
+_SIZE = re.compile(r"size mismatch for ([^:\n]+): copying a param with shape (torch\.Size\(\[[^\]]*\]\)) from "
+                   r"checkpoint, the shape in current model is (torch\.Size\(\[[^\]]*\]\))")
+
+
+def _shape_text(size: str) -> str:
+    return "(" + size[len("torch.Size(["):-2] + ("," if size.count(",") == 0 and size != "torch.Size([])" else "") + ")"
+
+
+def _state_dict_message(label: str, detail: str) -> str | None:
+    """PyTorch's ``load_state_dict`` error, said from the learner's side.
+
+    The grader loads the REFERENCE's weights into the learner's module, so PyTorch's "Missing
+    key(s) in state_dict" lists parameters the learner's module has and the reference does
+    not (an extra bias, a layer too many), and "Unexpected key(s)" the reference's that the
+    learner's module lacks (a renamed layer). None when ``detail`` is not that error."""
+    if not _STATE_DICT.search(detail):
+        return None
+    keys = {kind: ", ".join(k.strip().strip('"') for k in found.rstrip(". ").split(",") if k.strip())
+            for kind, found in _KEYS.findall(detail)}
+    extra, lacking = keys.get("Missing", ""), keys.get("Unexpected", "")
+    if extra and lacking:
+        return N_("{label}: your module has parameters the reference doesn't: {extra}; and it lacks the reference's "
+                  "parameters {lacking}. Use the parameter names the assignment gives.").format(
+                      label=label, extra=extra, lacking=lacking)
+    if extra:
+        return N_("{label}: your module has parameters the reference doesn't: {extra}. Check the assignment's "
+                  "layers (is a bias=False missing, or is there a layer too many?).").format(label=label, extra=extra)
+    if lacking:
+        return N_("{label}: the reference has parameters your module doesn't: {lacking}. Use the parameter names "
+                  "the assignment gives.").format(label=label, lacking=lacking)
+    size = _SIZE.search(detail)
+    if size:
+        return N_("{label}: parameter {name} has shape {mine} in your module but {theirs} in the reference.").format(
+            label=label, name=size.group(1).strip(), mine=_shape_text(size.group(3)), theirs=_shape_text(size.group(2)))
+    return None
 
 
 def call_method(obj: Any, method: str, *args: Any, name: str | None = None, **kwargs: Any) -> Any:

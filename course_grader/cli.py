@@ -437,8 +437,11 @@ def learner_budget(assignment: Assignment, config: SandboxConfig, grace: float =
 def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, jobs: int, config: SandboxConfig,
                seed: int | None = None, progress: bool = True, on_result=None,
                stop: Stop | None = None,
-               watchdog_grace: float = WATCHDOG_GRACE_SECONDS) -> list[SubmissionResult]:
+               watchdog_grace: float = WATCHDOG_GRACE_SECONDS, diagnose: bool = True) -> list[SubmissionResult]:
     """Grade (assignment, learner, notebooks) items, possibly of several assignments.
+
+    ``diagnose``: name the typical mistake a failed test looks like (course_grader.diagnose),
+    within what is left of each learner's time budget.
 
     ``jobs`` worker processes (each a child subreaper with its own sandbox fork server, and
     under the grader's own memory limit ``config.grader_memory_bytes``) grade in parallel;
@@ -485,7 +488,7 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
                     return
                 assignment, student, notebooks = items[i]
                 job = {"assignment": str(assignment.origin or assignment.directory), "student": student,
-                       "config": cfg, "seed": seed,
+                       "config": cfg, "seed": seed, "diagnose": diagnose,
                        "notebooks": {k: (str(v) if v else None) for k, v in notebooks.items()}}
                 try:
                     if worker is None:  # the preflight's worker first (its fork server is warm)

@@ -11,11 +11,40 @@ from course_grader.i18n import gettext_for, html_lang, label, translate_message
 from course_grader.results import SubmissionResult
 from course_grader.sinks import html_text
 
-__all__ = ["render_html", "render_text", "unclean_cell_lines"]
+__all__ = ["render_html", "render_text", "unclean_cell_lines", "about_test", "mistake_line"]
 
 
 def _pts(x: float) -> str:
     return f"{x:g}"
+
+
+def about_test(test: object, language: str | None = None) -> str:
+    """One line for the learner: what a test checks and the lesson section it practises
+    (``test`` has ``description``, ``lesson`` and ``section``, as a TestOutcome or a
+    CheckedTest), in ``language``; "" when the source notebook says neither."""
+    _ = gettext_for(language)
+    description = translate_message(str(getattr(test, "description", "") or ""), language)
+    lesson, section = getattr(test, "lesson", ""), getattr(test, "section", 0)
+    where = (_("lesson {lesson}, section {section}").format(lesson=lesson, section=section)
+             if lesson and section else "")
+    if description and where:
+        return _("{description} (see {where})").format(description=description, where=where)
+    if where:
+        return _("Practises {where}.").format(where=where)
+    return description
+
+
+def mistake_line(test: object, language: str | None = None) -> str:
+    """One line naming the typical mistake a failed test's outputs matched, with its hint and
+    the lesson section that covers it; "" when none (course_grader.diagnose)."""
+    _ = gettext_for(language)
+    hint = str(getattr(test, "hint", "") or "")
+    if not hint:
+        return ""
+    lesson, section = getattr(test, "hint_lesson", ""), getattr(test, "hint_section", 0)
+    where = _("lesson {lesson}, section {section}").format(lesson=lesson, section=section)
+    return _("This looks like a known mistake: {hint} (see {where})").format(
+        hint=translate_message(hint, language), where=where)
 
 
 def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[str]:
@@ -51,10 +80,19 @@ def render_text(result: SubmissionResult) -> str:
         for t in nb.tests:
             if t.skipped:
                 lines.append(f"  [{label(_('hidden'))}] {t.grade_id}: {m(t.message)}")
+                about = about_test(t, language)
+                if about:
+                    lines.append("             " + about)
                 continue
             mark = _("PASS") if t.passed else _("FAIL")
             lines.append(f"  [{label(mark)}] {t.grade_id} ({_pts(t.points)}/{_pts(t.max_points)})"
                          + ("" if t.passed else f": {m(t.message)}"))
+            named = "" if t.passed else mistake_line(t, language)
+            if named:
+                lines.append("             " + named)
+            about = about_test(t, language)
+            if about:
+                lines.append("             " + about)
             if t.details and not t.passed:
                 lines.extend("             " + d for d in t.details.rstrip().splitlines())
         lines += unclean_cell_lines(nb.cells, language)
@@ -95,9 +133,14 @@ def render_html(result: SubmissionResult) -> str:
                 verdict = f"<span class=\"pass\">{e(_('passed'))}</span>"
             else:
                 verdict = f"<span class=\"fail\">{e(_('failed'))}</span>: {e(m(t.message))}"
+                named = mistake_line(t, language)
+                if named:
+                    verdict += f"<div class=\"note\">{e(named)}</div>"
                 if t.details:
                     verdict += f"<pre>{e(t.details)}</pre>"
-            parts.append(f"<tr><td>{e(t.grade_id)}</td><td>{_pts(t.points)} / {_pts(t.max_points)}</td>"
+            about = about_test(t, language)
+            test_cell = e(t.grade_id) + (f"<br><small>{e(about)}</small>" if about else "")
+            parts.append(f"<tr><td>{test_cell}</td><td>{_pts(t.points)} / {_pts(t.max_points)}</td>"
                          f"<td>{verdict}</td></tr>")
         parts.append("</table>")
         bad = [c for c in nb.cells if c.get("status") not in ("ok", None)]

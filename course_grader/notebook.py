@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotebookError", "TestCell", "SourceNotebook", "Assignment", "Step", "load_notebook_json", "load_notebook_bytes",
+__all__ = ["NotebookError", "TestCell", "TEST_INFO_KEY", "cell_test_info", "SourceNotebook", "Assignment", "Step", "load_notebook_json", "load_notebook_bytes",
            "release_source", "to_python", "plan_submission", "scan_imports"]
 
 _BEGIN_SOLUTION, _END_SOLUTION = "BEGIN SOLUTION", "END SOLUTION"
@@ -100,6 +101,39 @@ def _nbgrader_meta(cell: dict) -> dict:
     return nbg if isinstance(nbg, dict) else {}
 
 
+#: The key, in a test cell's metadata, of what the learner is told about the test:
+#: ``{"description": "one line", "lesson": "3", "section": 2}`` (issue 30). The generator
+#: carries cell metadata into the released notebook, and the grader into each result.
+TEST_INFO_KEY = "course"
+#: The longest description kept (a longer one is cut): one line of a report.
+MAX_DESCRIPTION = 300
+_LESSON = re.compile(r"[0-9]{1,2}[ab]?")
+
+
+def cell_test_info(cell: dict) -> dict:
+    """A test cell's learner-facing description and the lesson section it practises, as
+    keyword arguments of :class:`TestCell` and :class:`course_grader.results.TestOutcome`.
+
+    Read from ``metadata.course`` (:data:`TEST_INFO_KEY`); a value of the wrong type or form
+    is left out rather than trusted (the self-check reads a learner's copy of the notebook):
+    the description must be a string (cut to one line of :data:`MAX_DESCRIPTION`
+    characters), the lesson a lesson number such as ``"3"`` or ``"7a"``, the section an
+    integer from 1 to 99.
+    """
+    meta = cell.get("metadata")
+    info = meta.get(TEST_INFO_KEY) if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        return {}
+    out: dict = {}
+    text = info.get("description")
+    if isinstance(text, str) and text.strip():
+        out["description"] = " ".join(text.split())[:MAX_DESCRIPTION]
+    lesson, section = info.get("lesson"), info.get("section")
+    if (isinstance(lesson, str) and _LESSON.fullmatch(lesson) and type(section) is int and 1 <= section <= 99):
+        out["lesson"], out["section"] = lesson, section
+    return out
+
+
 def release_source(source: str, *, solution: bool, test: bool) -> str:
     """The learner's version of a cell: solutions replaced by a stub, hidden tests removed.
 
@@ -177,10 +211,19 @@ class TestCell:
     release_source: str
     hidden_lines: set[int]
     index: int
+    #: what the learner is told about the test (:func:`cell_test_info`): one line, and the lesson
+    #: section it practises ("" and 0 when the source notebook does not say)
+    description: str = ""
+    lesson: str = ""
+    section: int = 0
 
     @property
     def has_hidden(self) -> bool:
         return bool(self.hidden_lines)
+
+    def info(self) -> dict:
+        """The description and section as keyword arguments of a TestOutcome."""
+        return {"description": self.description, "lesson": self.lesson, "section": self.section}
 
 
 @dataclass
@@ -215,7 +258,8 @@ class SourceNotebook:
                 if gid in seen:
                     raise NotebookError(f"{path.name}: duplicate grade_id {gid!r}")
                 seen.add(gid)
-                tests.append(TestCell(gid, float(meta.get("points", 0) or 0), src, released, hidden_lines(src), i))
+                tests.append(TestCell(gid, float(meta.get("points", 0) or 0), src, released, hidden_lines(src), i,
+                                      **cell_test_info(cell)))
                 continue
             # the imports of plain Python lines only: IPython's transformer is quadratic in the
             # cell's magics, and this also reads a self-checked learner's notebook

@@ -28,6 +28,19 @@ class TestOutcome:
     details: str = ""
     hidden: bool = False
     skipped: bool = False
+    #: what the test checks, for the learner (one line), and the lesson section it practises
+    #: (lesson "" and section 0: not said); from the source notebook's test cell
+    #: (course_grader.notebook.cell_test_info)
+    description: str = ""
+    lesson: str = ""
+    section: int = 0
+    #: the typical mistake (a key of the assignment's mistakes.py) whose outputs the learner's
+    #: matched on this test's inputs, its hint for the learner and the lesson section that
+    #: covers it (course_grader.diagnose); "" when none
+    mistake: str = ""
+    hint: str = ""
+    hint_lesson: str = ""
+    hint_section: int = 0
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import os
 import time
 import traceback
 from dataclasses import asdict
@@ -75,7 +76,7 @@ def _bound_notebook(result: "NotebookResult") -> None:
 
 def _fail_all(source: SourceNotebook, column_prefix: str, message: str) -> list[TestOutcome]:
     return [TestOutcome(t.grade_id, column_prefix + t.grade_id, 0.0, t.points, False, message,
-                        hidden=t.has_hidden) for t in source.tests]
+                        hidden=t.has_hidden, **t.info()) for t in source.tests]
 
 
 def _assert_message(exc: BaseException, test: TestCell, source_text: str, filename: str,
@@ -104,9 +105,9 @@ def _no_code(source: str) -> bool:
 
 
 def _run_test(session: Session | None, test: TestCell, column: str, seed_base: bytes | None,
-              public_only: bool) -> TestOutcome:
+              public_only: bool, record: dict[str, list] | None = None) -> TestOutcome:
     source_text = test.release_source if public_only else test.source
-    out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden)
+    out = TestOutcome(test.grade_id, column, 0.0, test.points, False, hidden=test.has_hidden, **test.info())
     if public_only and _no_code(source_text):
         out.skipped = True
         out.message = N_("hidden test: run only by the grader")
@@ -126,6 +127,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         out.message = N_("the test cell does not compile ({error}); tell your teacher").format(error=exc.msg)
         return out
     checks.begin_test(seed_base, test.grade_id)
+    checks.record_calls(record is not None)
     sink = io.StringIO()
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -150,6 +152,9 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         out.points = test.points
     finally:
         checks.begin_test(None, "")
+        calls = checks.record_calls(False)
+        if record is not None and calls is not None:
+            record[test.grade_id] = calls
     return out
 
 
@@ -202,7 +207,7 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
 
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                    config: SandboxConfig | None = None, seed: int | None = None, column_prefix: str = "",
-                   public_only: bool = False, student: str | None = None) -> NotebookResult:
+                   public_only: bool = False, student: str | None = None, diagnose: bool = False) -> NotebookResult:
     """Grade one learner notebook against its source notebook.
 
     Args:
@@ -214,6 +219,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         public_only: run only the public part of each test (learner self-check).
         student: the learner's id (their folder's name): no component from that folder
             down to the notebook may be a symlink (default: the notebook's own name).
+        diagnose: for each failed test, look for the typical mistake of ``mistakes.py`` whose
+            outputs the learner's match, and name it (:mod:`course_grader.diagnose`).
 
     Returns:
         A :class:`NotebookResult`; never raises for problems in the submission.
@@ -247,6 +254,10 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     plan = plan_submission(source, learner)
     result.notes.extend(plan.notes)
     seed_base = None if seed is None else str(seed).encode()
+    diagnose = diagnose and not public_only
+    if diagnose and seed_base is None:  # fresh inputs all the same, which the mistake's run can replay
+        seed_base = os.urandom(16).hex().encode()
+    recorded: dict[str, list] | None = {} if diagnose else None
     new_session = Session(config, source.trusted_imports)
     new_session.deadline = start + config.submission_timeout  # restarts included
     session: Session | None = new_session
@@ -285,9 +296,9 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                     result.tests.append(TestOutcome(step.test.grade_id, column, 0.0, step.test.points, False,
                                                     N_("not run: the grading time budget of {seconds} s was "
                                                        "exceeded").format(seconds=f"{config.submission_timeout:g}"),
-                                                    hidden=step.test.has_hidden))
+                                                    hidden=step.test.has_hidden, **step.test.info()))
                     continue
-                result.tests.append(_run_test(session, step.test, column, seed_base, public_only))
+                result.tests.append(_run_test(session, step.test, column, seed_base, public_only, record=recorded))
         if session is not None:
             imported = session.loaded_reference()
             if imported:
@@ -304,6 +315,9 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                 result.status = Status.SANDBOX_DIED
         elif result.status == Status.OK:
             result.status = Status.SANDBOX_DIED
+    if recorded and seed_base is not None and any(not t.passed for t in result.tests):
+        from course_grader.diagnose import diagnose as name_mistakes
+        name_mistakes(source, result.tests, recorded, seed_base, config, deadline=start + config.submission_timeout)
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
     _point_to_failed_callees(plan.steps, source.tests, result.tests)
@@ -314,7 +328,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
 
 def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, Path | None], *,
                      config: SandboxConfig | None = None, seed: int | None = None,
-                     public_only: bool = False) -> SubmissionResult:
+                     public_only: bool = False, diagnose: bool = False) -> SubmissionResult:
     """Grade all notebooks of one learner's submission.
 
     Every process started by the learner's code is killed before this returns.
@@ -326,6 +340,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
         config: sandbox limits.
         seed: fixed seed for exact replay (None: fresh random inputs).
         public_only: learner self-check mode.
+        diagnose: name the typical mistakes a failed test looks like (see grade_notebook).
     """
     start = time.monotonic()
     multi = len(assignment.notebooks) > 1
@@ -334,7 +349,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
         try:
             results.append(grade_notebook(source, notebooks.get(name), config=config, seed=seed,
                                           column_prefix=f"{name}:" if multi else "", public_only=public_only,
-                                          student=student))
+                                          student=student, diagnose=diagnose))
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
             nb = NotebookResult(name, Status.GRADER_ERROR,
                                 notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])

@@ -24,11 +24,11 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import compute_checksum
 
-from course_grader.feedback import unclean_cell_lines
+from course_grader.feedback import about_test, unclean_cell_lines
 from course_grader.i18n import DEFAULT, gettext_for, label, notebook_language, translate_message
 from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
-                                         _nbgrader_meta, hidden_lines, load_notebook_json, release_source)
+                                         TEST_INFO_KEY, _nbgrader_meta, hidden_lines, load_notebook_json, release_source, cell_test_info)
 from course_grader.runner import SubmissionResult, grade_submission
 from course_grader.policy import WATCHDOG_GRACE_SECONDS
 from course_grader.sandbox import SandboxConfig
@@ -52,6 +52,11 @@ class CheckedTest:
     passed: bool = False
     message: str = ""
     details: str = ""
+    #: what the test checks and the lesson section it practises (the notebook's test cell
+    #: metadata, course_grader.notebook.cell_test_info)
+    description: str = ""
+    lesson: str = ""
+    section: int = 0
 
 
 @dataclass
@@ -194,9 +199,12 @@ def _validated_report(value: object, notebook: str) -> CheckReport:
     for t in items(data.get("tests"), 500):
         if type(t) is dict:
             kind = str(t.get("kind")) if t.get("kind") in _KINDS else "unknown"
+            info = cell_test_info({"metadata": {TEST_INFO_KEY: {"description": t.get("description"),
+                                                           "lesson": t.get("lesson"), "section": t.get("section")}}})
             report.tests.append(CheckedTest(safe_text(t.get("grade_id"), 200), number(t.get("points")), kind,
                                             t.get("passed") is True, safe_text(t.get("message"), 2000),
-                                            safe_text(t.get("details"), 4000)))
+                                            safe_text(t.get("details"), 4000),
+                                            **{**info, "description": safe_text(info.get("description", ""), 300)}))
     for c in items(data.get("cells"), 300):
         if type(c) is dict and type(c.get("index")) is int:
             report.cells.append({"index": c["index"], "status": safe_text(c.get("status"), 20),
@@ -249,12 +257,14 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
     trusted: list[TestCell] = []
     skipped: set[str] = set()
     order: list[tuple[str, float]] = []
+    infos: dict[str, dict] = {}
     for index, cell in enumerate(reference["cells"]):
         if not _is_test(cell):
             continue
         gid = str(_nbgrader_meta(cell).get("grade_id") or f"cell-{index}")
         points = float(_nbgrader_meta(cell).get("points", 0) or 0)
         order.append((gid, points))
+        infos[gid] = cell_test_info(cell)
         if release:  # edited or deleted copies in the learner's notebook: the plan runs the released one
             ok = cell_checksum_ok(cell) is not False
             if not ok:
@@ -270,7 +280,8 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
         if hidden_part:
             hidden.add(gid)
             report.hidden_known = True  # the reference is an instructor's source: its markers say it all
-        trusted.append(TestCell(gid, points, src, release_source(src, solution=False, test=True), hidden_part, index))
+        trusted.append(TestCell(gid, points, src, release_source(src, solution=False, test=True), hidden_part, index,
+                                **cell_test_info(cell)))
     if not order:
         raise NotebookError(f"{path.name} has no nbgrader test cells: is it the notebook of a graded assignment "
                             "(the one in exercises/<assignment>/, or the one your teacher released)?")
@@ -292,7 +303,7 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
     outcomes = {t.grade_id: t for t in nb.tests}
     for gid, points in order:
         if gid in skipped:
-            report.tests.append(CheckedTest(gid, points, "not checked", message=_(
+            report.tests.append(CheckedTest(gid, points, "not checked", **infos[gid], message=_(
                 "not checked: this test cell was changed in your notebook (it no longer matches the released "
                 "version). Copy the cell back from the released notebook, or run the check with "
                 "--release RELEASED.ipynb")))
@@ -305,7 +316,7 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
         else:
             kind = "public+hidden" if gid in hidden else "public"
         report.tests.append(CheckedTest(gid, points, kind, out.passed, "" if out.passed else out.message,
-                                        out.details))
+                                        out.details, **infos[gid]))
     return report
 
 
@@ -338,6 +349,9 @@ def render_check(report: CheckReport) -> str:
             tail = (_("; its {points} point(s) are decided by hidden tests") if t.kind == "public+hidden"
                     else _("; worth {points} point(s)")).format(points=_pts(t.points))
             lines.append(f"  [{label(mark)}] {t.grade_id}: {verdict}{tail}")
+        about = about_test(t, report.language)
+        if about:
+            lines.append("             " + about)
         if t.details and not t.passed:
             lines.extend("             " + d for d in t.details.rstrip().splitlines())
     lines += unclean_cell_lines(report.cells, report.language)
@@ -362,8 +376,14 @@ def render_check(report: CheckReport) -> str:
                        "here: all {points} points may also depend on hidden tests.").format(points=_pts(rest)))
     lines.append(_("Maximum grade: {points} points. Passing the public checks does not mean the hidden tests "
                    "pass.").format(points=_pts(report.max_points)))
-    lines.append(_("The checks above are the test cells of the notebook checked (or of --release), run inside the "
-                   "sandbox like the rest of its code: this is a help for the notebook's author, not proof of a "
-                   "grade (a notebook can carry altered checks; nbgrader's checksums detect accidental edits, they "
-                   "do not authenticate anything)."))
+    if any(t.kind != "hidden" and not t.passed for t in report.tests):
+        lines.append(_("Next: for each failed check, read its message and the lesson section named under it, fix "
+                       "your code, and run the check again."))
+    lines.append(_("The hidden tests call your code on fresh inputs (other sizes, other lengths), so make it work "
+                   "for any input, not only for the examples above."))
+    # The note for whoever checks a notebook they did not write (a classmate's, a tutor's) is
+    # in docs/GRADING.md ("Learner: self-check"): nbgrader's checksums detect accidental edits
+    # of the test cells, they authenticate nothing.
+    lines.append(_("Only your teacher's grading counts: these checks are the test cells of the notebook you checked "
+                   "(or of --release), so this report is not proof of a grade."))
     return "\n".join(lines) + "\n"

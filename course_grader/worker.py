@@ -68,7 +68,7 @@ def main(memory_bytes: int = 0) -> None:
             out.write(json.dumps({"started": True}) + "\n")
             out.flush()
             result = grade_submission(assignments[path], job["student"], notebooks, config=config,
-                                      seed=job.get("seed"))
+                                      seed=job.get("seed"), diagnose=job.get("diagnose", True) is True)
             reply = {"result": result.to_dict()}
         except Exception as exc:  # noqa: BLE001 - reported as a grader error row
             reply = {"error": f"{type(exc).__name__}: {exc}"}

@@ -57,7 +57,8 @@ def graded(tmp_path_factory):
                 replace = {k: v for k, v in spec["replace"].items() if k in ids}
                 write_notebook(variant(source.path, replace=replace), sub / f"mistake_{mistake}" / f"{nb_name}.ipynb")
         items += [(assignment, student, nbs) for student, nbs in sorted(find_submissions(sub, assignment).items())]
-    results = grade_many(items, jobs=2, progress=False, config=SandboxConfig(cell_timeout=60, call_timeout=30))
+    results = grade_many(items, jobs=2, progress=False, config=SandboxConfig(cell_timeout=60, call_timeout=30),
+                         diagnose=False)  # what names a mistake: tests/test_grading_feedback_teaches.py
     out: dict = {name: {} for name in ASSIGNMENTS}
     for (assignment, student, _), result in zip(items, results):
         out[assignment.name][student] = result

@@ -6,6 +6,7 @@ end-to-end runs are in tests/test_grading_zh.py)."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import string
 from pathlib import Path
@@ -36,6 +37,18 @@ def marked_messages() -> dict[str, list[str]]:
                 assert len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
                     and isinstance(node.args[0].value, str), f"{where}: _() takes one literal string (the msgid)"
                 out.setdefault(node.args[0].value, []).append(where)
+    # the tests' descriptions (issue 30): translated where shown, like a marked message
+    from course_grader.notebook import cell_test_info
+    for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        for cell in json.loads(path.read_text("utf-8"))["cells"]:
+            text = cell_test_info(cell).get("description")
+            if text:
+                out.setdefault(text, []).append(str(path.relative_to(ROOT)))
+    # the hints of the typical mistakes (issue 30): translated where shown
+    from course_grader.diagnose import load_hinted_mistakes
+    for folder in sorted((ROOT / "solutions").glob("*/")):
+        for mistake in load_hinted_mistakes(folder):
+            out.setdefault(mistake["hint"], []).append(f"{folder.relative_to(ROOT)}/mistakes.py")
     return out
 
 

@@ -60,6 +60,9 @@ MISTAKES = {
         return outputs, state
 '''},
         "fails": ["test_encoder_public", "test_encoder"],
+        "hint": "your encoder's state equals one that also read the padding: pack the padded batch (pack_padded_sequence) so each sentence stops at its last real token",
+        "lesson": "1a",
+        "section": 6,
         "public": True,
     },
     # The state of a padded row taken as its top-layer output at the last real token, for every layer.
@@ -103,6 +106,9 @@ MISTAKES = {
         return self.dense(outputs), (context, hidden)
 '''},
         "fails": ["test_decoder_public", "test_decoder"],
+        "hint": "your decoder's outputs equal a GRU started from zeros: start it from the encoder's final state",
+        "lesson": "1a",
+        "section": 5,
         "public": True,
     },
     "decoder_context_only_at_first_step": {
@@ -130,6 +136,9 @@ MISTAKES = {
     return tokens
 '''},
         "fails": ["test_greedy_public", "test_greedy"],
+        "hint": "your translations equal greedy decoding that keeps going after <eos>: stop a sentence at its first <eos>",
+        "lesson": "1b",
+        "section": 2,
         "public": True,
     },
     "greedy_feeds_bos_every_step": {
@@ -160,6 +169,9 @@ MISTAKES = {
     return score
 '''},
         "fails": ["test_bleu_public", "test_bleu"],
+        "hint": "your BLEU equals one without the brevity penalty: multiply by exp(min(0, 1 - len_label / len_pred))",
+        "lesson": "1b",
+        "section": 3,
         "public": True,
     },
     "bleu_equal_ngram_weights": {
@@ -191,6 +203,9 @@ def masked_cross_entropy(logits, targets, valid_lens):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 '''},
         "fails": ["test_loss_public", "test_loss"],
+        "hint": "your loss equals a cross-entropy that also counts the padded positions: give them weight 0 and average over the real tokens",
+        "lesson": "1a",
+        "section": 6,
         "public": True,
     },
     # D2L's MaskedSoftmaxCELoss: each row averaged over all L positions (pads as zeros), then over rows.

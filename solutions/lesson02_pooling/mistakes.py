@@ -19,6 +19,9 @@ def gaussian_weights(queries, keys, width=1.0):
     return torch.softmax(-diffs**2 / (2 * width**2), dim=0)  # normalises each key's column
 '''},
         "fails": ["test_gaussian_weights_public", "test_gaussian_weights"],
+        "hint": "your weights equal a softmax over the queries (dim=0): normalise each query's row over the keys (the last axis)",
+        "lesson": "2",
+        "section": 4,
         "public": True,
         "may_fail": ["test_nadaraya_watson_public", "test_nadaraya_watson"],
     },
@@ -29,6 +32,9 @@ def gaussian_weights(queries, keys, width=1.0):
     return torch.softmax(-diffs**2 / width**2, dim=-1)  # exp(-u^2), not exp(-u^2 / 2)
 '''},
         "fails": ["test_gaussian_weights_public", "test_gaussian_weights"],
+        "hint": "your weights equal a Gaussian kernel without the 1/2: the score is -(x - x_i)^2 / (2 h^2)",
+        "lesson": "2",
+        "section": 4,
         "public": True,
         "may_fail": ["test_nadaraya_watson"],
     },
@@ -58,6 +64,9 @@ def epanechnikov_kernel(u):
     return 0.75 * (1 - u**2)  # negative outside the window
 '''},
         "fails": ["test_kernels_public", "test_kernels", "test_kernel_weights_public", "test_kernel_weights"],
+        "hint": "your Epanechnikov kernel equals 3/4 (1 - u^2) without clamping: it must be 0 outside |u| <= 1",
+        "lesson": "2",
+        "section": 6,
         "public": True,
     },
     "no_empty_window_fallback": {
@@ -67,6 +76,9 @@ def kernel_weights(queries, keys, kernel, width=1.0):
     return scores / scores.sum(dim=-1, keepdim=True)  # NaN where no key is in the window
 '''},
         "fails": ["test_kernel_weights_public", "test_kernel_weights"],
+        "hint": "your kernel weights equal scores divided by their sum even when no key is inside the window (0 / 0): give such a query the fallback the assignment describes",
+        "lesson": "2",
+        "section": 6,
         "public": True,
     },
     "kernel_weights_without_width": {

@@ -26,6 +26,9 @@ class DotProductAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)
 '''},
         "fails": ["test_dot_product_public", "test_dot_product"],
+        "hint": "your attention equals one whose scores are not divided by sqrt(d): divide q·k by the square root of the query size before the softmax",
+        "lesson": "3",
+        "section": 8,
         "public": True,
     },
     "softmax_wrong_axis": {
@@ -40,6 +43,9 @@ def masked_softmax(scores, valid_lens=None):
     return torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=1), nan=0.0)
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "hint": "your weights equal a softmax taken over the queries (dim=1) instead of the keys: take it over the last axis, so each query's row sums to one",
+        "lesson": "3",
+        "section": 2,
         "public": True,
         "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
     },
@@ -56,6 +62,9 @@ def masked_softmax(scores, valid_lens=None):
     return weights * keep  # zeroed after the softmax, not renormalised
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "hint": "your weights equal a softmax whose padded keys were zeroed after it: set masked scores to -inf before the softmax",
+        "lesson": "3",
+        "section": 3,
         "public": True,
         "may_fail": ["test_dot_product_public", "test_dot_product", "test_additive_public", "test_additive"],
     },
@@ -71,6 +80,9 @@ def masked_softmax(scores, valid_lens=None):
     return torch.softmax(scores.masked_fill(~keep, -1e9), dim=-1)
 '''},
         "fails": ["test_masked_softmax_public", "test_masked_softmax"],
+        "hint": "your weights equal a mask that keeps one length per batch element when valid_lens has shape (B, Q): give each query its own length",
+        "lesson": "3",
+        "section": 2,
         "public": True,
         "may_fail": ["test_dot_product", "test_additive"],
     },
@@ -92,6 +104,9 @@ class AdditiveAttention(nn.Module):
         return torch.bmm(self.dropout(self.attention_weights), values)
 '''},
         "fails": ["test_additive"],
+        "hint": "your scores equal w_v(W_q q + W_k k) without the tanh: apply tanh to the sum before w_v",
+        "lesson": "3",
+        "section": 5,
     },
     "additive_renamed_parameters": {
         "replace": {"additive_attention": '''

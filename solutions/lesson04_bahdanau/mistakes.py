@@ -63,22 +63,34 @@ MISTAKES = {
         return self.dense(torch.cat(outputs, dim=1)), (enc_outputs, hidden, src_valid_lens)
 '''},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "hint": "your decoder equals one whose query is the hidden state after step t: the query is the state left by step t-1",
+        "lesson": "4",
+        "section": 2,
         "public": True,
     },
     # The query is never updated: the encoder's final state at every step.
     "query_never_updated": {
         "replace": {"bahdanau_decoder": _forward("first_hidden[-1].unsqueeze(1)")},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "hint": "your decoder equals one that queries with the encoder's final state at every step: update the query with the decoder's new state after each step",
+        "lesson": "4",
+        "section": 2,
         "public": True,
     },
     "query_from_bottom_layer": {
         "replace": {"bahdanau_decoder": _forward("hidden[0].unsqueeze(1)")},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model"],
+        "hint": "your decoder equals one that queries with the bottom GRU layer's state: use the top layer's (hidden[-1])",
+        "lesson": "4",
+        "section": 2,
         "public": True,
     },
     "valid_lens_ignored": {
         "replace": {"bahdanau_decoder": _forward("hidden[-1].unsqueeze(1)", valid_lens="None")},
         "fails": ["test_decoder_public", "test_decoder_step", "test_decoder_in_model", "test_decoder_masking"],
+        "hint": "your decoder equals one that attends to the padded source tokens: pass the source's valid lengths to the attention",
+        "lesson": "4",
+        "section": 2,
         "public": True,
     },
     # The GRU reads the embedding only; the context joins its output before the dense layer.

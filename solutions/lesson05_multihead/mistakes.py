@@ -58,6 +58,9 @@ MISTAKES = {
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": _MHA_FAILS,
+        "hint": "your layer equals one whose scores are not divided by sqrt(D): scale each head's scores by the head size",
+        "lesson": "5",
+        "section": 1,
         "public": True,
     },
     "scrambled_head_reshape": {
@@ -72,6 +75,9 @@ def merge_heads(x):
     return x.reshape(batch, steps, heads * head_dim)  # the matching wrong inverse
 '''},
         "fails": ["test_split_merge_public", "test_split_merge"] + _MHA_FAILS,
+        "hint": "your heads equal a reshape straight to (B, H, T, D), which mixes tokens and heads: reshape to (B, T, H, D), then transpose",
+        "lesson": "5",
+        "section": 3,
         "public": True,
     },
     "merge_without_transpose": {
@@ -100,6 +106,9 @@ def merge_heads(x):
         return merge_heads(self.attention_weights @ v)  # no W_o
 ''')},
         "fails": _MHA_FAILS,
+        "hint": "your output equals the concatenated heads without W_o: apply the output projection after merging the heads",
+        "lesson": "5",
+        "section": 1,
         "public": True,
     },
     "scaled_by_sqrt_embed_dim": {
@@ -114,6 +123,9 @@ def merge_heads(x):
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": _MHA_FAILS,
+        "hint": "your layer equals one whose scores are divided by sqrt(E): divide by the square root of the head size D = E / H",
+        "lesson": "5",
+        "section": 1,
         "public": True,
     },
     "mask_convention_inverted": {
@@ -128,6 +140,12 @@ def merge_heads(x):
         return self.out_proj(merge_heads(self.attention_weights @ v))
 ''')},
         "fails": ["test_mha_public", "test_mha_padding"],
+        "hint": "your layer equals one that reads True in key_padding_mask as \"may attend\": in PyTorch's convention True means padding, which gets no weight",
+        "lesson": "5",
+        "section": 5,
+        "hint": "your layer equals one that reads True in key_padding_mask as \"may attend\": in PyTorch's convention True means padding, which gets no weight",
+        "lesson": "5",
+        "section": 5,
         "public": True,
     },
     "mask_after_softmax": {

@@ -46,6 +46,9 @@ MISTAKES = {
         "replace": {"sinusoidal_encoding": _table("torch.cos(angles)[:, : (embed_dim + 1) // 2]",
                                                   "torch.sin(angles[:, : embed_dim // 2])")},
         "fails": ["test_encoding_public", "test_encoding"],
+        "hint": "your table equals one with sine and cosine swapped: even columns take the sine, odd columns the cosine",
+        "lesson": "6",
+        "section": 4,
         "public": True,
         "may_fail": _MODULE_TESTS,
     },
@@ -54,6 +57,9 @@ MISTAKES = {
         "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles[:, : embed_dim // 2])",
                                                   exponent="torch.arange((embed_dim + 1) // 2, dtype=torch.float64)")},
         "fails": ["test_encoding_public", "test_encoding"],
+        "hint": "your table equals one whose frequencies use i / E instead of 2i / E: the pair index i gives the exponent 2i / E",
+        "lesson": "6",
+        "section": 4,
         "public": True,
         "may_fail": ["test_module"],
     },
@@ -65,12 +71,18 @@ MISTAKES = {
     "table_not_a_buffer": {
         "replace": {"positional_encoding": _module("self.P = sinusoidal_encoding(max_len, embed_dim)[None]")},
         "fails": ["test_module_public", "test_module_buffer"],
+        "hint": "your module keeps the table as a plain attribute: register it with register_buffer so it moves with .to() and is saved",
+        "lesson": "6",
+        "section": 7,
         "public": True,
     },
     "table_as_parameter": {
         "replace": {"positional_encoding": _module(
             "self.P = nn.Parameter(sinusoidal_encoding(max_len, embed_dim)[None], requires_grad=False)")},
         "fails": ["test_module_public", "test_module_buffer"],
+        "hint": "your module makes the table an nn.Parameter, so it would be trained: register it as a buffer",
+        "lesson": "6",
+        "section": 7,
         "public": True,
     },
     "embeddings_rescaled_in_module": {
@@ -94,6 +106,9 @@ def shift_matrix(shift, embed_dim):
     return matrix
 '''},
         "fails": ["test_shift_public", "test_shift"],
+        "hint": "your shift matrix equals the rotation the other way: the block for frequency w is [[cos, sin], [-sin, cos]] of k w",
+        "lesson": "6",
+        "section": 5,
         "public": True,
     },
     "wrong_answers": {

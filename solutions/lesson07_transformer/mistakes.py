@@ -50,6 +50,9 @@ def causal_mask(num_steps):
     return torch.tril(torch.ones(num_steps, num_steps, dtype=torch.bool), diagonal=-1)
 '''},
         "fails": ["test_causal_mask_public", "test_causal_mask", "test_decoder_block"],
+        "hint": "your mask equals one that also hides each position from itself: a position may attend to itself and the past",
+        "lesson": "7a",
+        "section": 4,
         "public": True,
         "may_fail": ["test_decoder_block_public"],
     },
@@ -67,6 +70,9 @@ def causal_mask(num_steps):
         return X + self.norm(self.dropout(Y))  # normalizes the sub-layer output only
 '''},
         "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "hint": "your add & norm equals X + LayerNorm(Y): normalise the sum, LayerNorm(X + Y)",
+        "lesson": "7a",
+        "section": 2,
         "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
@@ -76,6 +82,9 @@ def causal_mask(num_steps):
         return self.norm(self.dropout(Y))  # forgot to add X
 '''},
         "fails": ["test_addnorm_public", "test_addnorm", "test_encoder_block", "test_decoder_block"],
+        "hint": "your add & norm equals LayerNorm(Y) without the residual: add the sub-layer's input X before normalising",
+        "lesson": "7a",
+        "section": 2,
         "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
@@ -92,6 +101,9 @@ class PositionWiseFFN(nn.Module):
         return torch.relu(self.dense2(self.dropout(self.dense1(X))))  # ReLU after the wrong layer
 '''},
         "fails": ["test_ffn_public", "test_ffn", "test_encoder_block", "test_decoder_block"],
+        "hint": "your feed-forward network equals one with the ReLU after the second layer: apply it between dense1 and dense2",
+        "lesson": "7a",
+        "section": 1,
         "public": True,
         "may_fail": ["test_encoder_block_public", "test_decoder_block_public"],
     },
@@ -143,6 +155,9 @@ class PositionWiseFFN(nn.Module):
         return self.addnorm3(X, self.ffn(X))
 '''},
         "fails": ["test_decoder_block_public", "test_decoder_block"],
+        "hint": "your decoder block equals one whose cross-attention takes its queries from the encoder: the decoder asks (queries), the encoder answers (keys and values)",
+        "lesson": "7a",
+        "section": 5,
         "public": True,
     },
     "wrong_answers": {

@@ -50,6 +50,9 @@ MISTAKES = {
         return self.c_proj((weights @ v).transpose(1, 2).reshape(B, T, E))
 '''},
         "fails": ["test_causal_attention_public", "test_causal_attention"],
+        "hint": "your attention equals one without the causal mask: each token may only attend to itself and earlier tokens",
+        "lesson": "8",
+        "section": 2,
         "public": True,
     },
     "scrambled_head_reshape": {
@@ -77,6 +80,9 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "hint": "your probabilities equal a top-k filter that keeps k + 1 tokens: keep the logits >= the k-th largest",
+        "lesson": "8",
+        "section": 4,
         "public": True,
         "may_fail": ["test_sampling_public"],
     },
@@ -89,6 +95,9 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "hint": "your probabilities equal logits multiplied by the temperature: divide by it (a higher temperature flattens the distribution)",
+        "lesson": "8",
+        "section": 4,
         "public": True,
     },
     "top_k_after_softmax_not_renormalised": {
@@ -100,6 +109,9 @@ MISTAKES = {
     return probs
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs"],
+        "hint": "your probabilities equal a softmax whose filtered tokens were zeroed afterwards: set their logits to -inf before the softmax",
+        "lesson": "8",
+        "section": 4,
         "public": True,
     },
     "top_k_filter_with_zero_logits": {

@@ -25,6 +25,9 @@ MISTAKES = {
         # the old sum was computed relative to the old maximum: without the correction it is too large
         "replace": _edit("online_update", ("new_sum = correction * running_sum + ", "new_sum = running_sum + ")),
         "fails": ["test_update_public", "test_update"],
+        "hint": "your running sum equals one that is not rescaled when the maximum rises: multiply it by exp(old_max - new_max)",
+        "lesson": "9",
+        "section": 2,
         "may_fail": _TILED_TESTS,  # tiled_attention calls the learner's update
         "public": True,
     },
@@ -39,6 +42,9 @@ MISTAKES = {
     "accumulator_not_rescaled": {
         "replace": _edit("tiled", ("acc = correction * acc + ", "acc = acc + ")),
         "fails": ["test_tiled_public", "test_tiled"],
+        "hint": "your tiled attention equals one whose output accumulator is not rescaled when the maximum rises: multiply it by exp(old_max - new_max) too",
+        "lesson": "9",
+        "section": 3,
         "may_fail": ["test_tiled_causal", "test_tiled_skips"],
         "public": True,
     },
@@ -69,6 +75,9 @@ MISTAKES = {
         # tiles above the diagonal are skipped, but the diagonal tile lets queries see the keys after them
         "replace": _edit("tiled", ("if is_causal and k_end - 1 > q_start:", "if False:")),
         "fails": ["test_tiled_public", "test_tiled_causal", "test_tiled_skips"],
+        "hint": "your causal tiled attention equals one that leaves the diagonal tile unmasked: mask the future positions inside the tiles on the diagonal",
+        "lesson": "9",
+        "section": 3,
         "public": True,
     },
     "causal_tiles_computed_then_masked": {
@@ -86,6 +95,9 @@ MISTAKES = {
             "x1, x2 = x[..., 0::2], x[..., 1::2]\n"
             "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)")),
         "fails": ["test_rotary_public", "test_rotary"],
+        "hint": "your rotation equals one that pairs adjacent entries (0, 1), (2, 3): pair entry i with entry i + D/2, as the lesson does",
+        "lesson": "9",
+        "section": 5,
         "public": True,
     },
     "rotary_rotated_backwards": {
@@ -136,6 +148,9 @@ MISTAKES = {
         # x.repeat cycles through the heads (0, 1, 0, 1) instead of repeating each (0, 0, 1, 1)
         "replace": _edit("gqa", ("x.repeat_interleave(num_repeats, dim=1)", "x.repeat(1, num_repeats, 1, 1)")),
         "fails": ["test_gqa_public", "test_gqa"],
+        "hint": "your key/value heads equal copies repeated as a block (repeat): each head's copies must be adjacent (repeat_interleave)",
+        "lesson": "9",
+        "section": 4,
         "public": True,
     },
     "wrong_answers": {

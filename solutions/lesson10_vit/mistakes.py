@@ -77,6 +77,9 @@ MISTAKES = {
         # cuts the image into runs of C P^2 consecutive values (pieces of rows), not into squares
         "replace": {"patchify": _patchify("    return images.reshape(B, (height // P) * (width // P), C * P * P)")},
         "fails": ["test_patchify_public", "test_patchify", *_EMBEDDING_TESTS],
+        "hint": "your patches equal a reshape without the permute, which mixes pixels of different patches: reshape, permute, then flatten",
+        "lesson": "10",
+        "section": 2,
         "public": True,
     },
     "patches_column_by_column": {
@@ -113,6 +116,9 @@ MISTAKES = {
         "replace": {"class_token": _tokens(_CLS + "\n" + _POS,
                                            _CAT + "        return torch.cat([X, cls], dim=1) + self.pos_embedding")},
         "fails": ["test_tokens_public", "test_tokens"],
+        "hint": "your tokens equal the class token placed after the patches: put it in front, at position 0",
+        "lesson": "10",
+        "section": 4,
         "public": True,
     },
     "class_token_not_a_parameter": {
@@ -126,6 +132,9 @@ MISTAKES = {
             _CLS + "\n        self.pos_embedding = nn.Parameter(0.02 * torch.randn(1, num_patches, d_model))",
             _CAT + "        return torch.cat([cls, X + self.pos_embedding], dim=1)")},
         "fails": ["test_tokens_public", "test_tokens"],
+        "hint": "your tokens equal positions added to the patches only: the class token gets a position too (N + 1 positions)",
+        "lesson": "10",
+        "section": 4,
         "public": True,
     },
     "head_reads_the_last_token": {
@@ -141,6 +150,9 @@ MISTAKES = {
             "        pooled = states[:, 0] if self.pool == 'cls' else states.mean(dim=1)\n"
             "        return self.linear(pooled)")},
         "fails": ["test_head_public", "test_head"],
+        "hint": "your head equals one without the final LayerNorm: normalise the read-out before the linear layer",
+        "lesson": "10",
+        "section": 5,
         "public": True,
     },
     "mean_pooled_before_the_layer_norm": {
@@ -157,6 +169,9 @@ MISTAKES = {
             "        pooled = states[:, 0] if self.pool == 'cls' else states.mean(dim=1)\n"
             "        return torch.softmax(self.linear(pooled), dim=-1)")},
         "fails": ["test_head_public", "test_head"],
+        "hint": "your head returns probabilities (a softmax): return the logits, the loss applies the softmax",
+        "lesson": "10",
+        "section": 5,
         "public": True,
     },
     "wrong_answers": {

@@ -33,6 +33,9 @@ MISTAKES = {
             "    new_scores, tokens = candidates.max(dim=2)  # (B, W): the best token of each beam\n"
             "    return new_scores, torch.arange(W).expand(B, W).clone(), tokens\n")),
         "fails": _STEP_TESTS + _SEARCH_TESTS,
+        "hint": "your beam step equals keeping the best token of each beam: choose the W best of all W * V candidates of a sentence",
+        "lesson": "11",
+        "section": 4,
         "public": True,
     },
     "finished_beams_extended": {
@@ -40,6 +43,9 @@ MISTAKES = {
         "replace": _edit("beam_step", (
             "    candidates = torch.where(finished[:, :, None], frozen, candidates)\n", "")),
         "fails": _STEP_TESTS + ["test_beam_search"],
+        "hint": "your beam step equals one that extends beams that already ended with <eos>: a finished beam keeps its score and only continues with padding",
+        "lesson": "11",
+        "section": 4,
         "public": True,
     },
     "parent_divided_by_width": {
@@ -62,6 +68,9 @@ MISTAKES = {
             "index = (torch.arange(B, device=parents.device)[:, None] * W + parents).reshape(-1)",
             "index = parents.reshape(-1)")),
         "fails": _REORDER_TESTS,
+        "hint": "your reordered cache equals indexing by the parent beam alone: add the sentence's offset (b * W) to each parent",
+        "lesson": "11",
+        "section": 4,
         "public": True,
     },
     "reorder_identity": {
@@ -87,6 +96,9 @@ MISTAKES = {
         "replace": _edit("beam_search", ("torch.log_softmax(logits.double(), dim=-1)",
                                          "torch.softmax(logits.double(), dim=-1)")),
         "fails": _SEARCH_TESTS,
+        "hint": "your beam scores equal sums of probabilities: add log-probabilities (log_softmax)",
+        "lesson": "11",
+        "section": 4,
         "public": True,
     },
     "length_without_eos": {
