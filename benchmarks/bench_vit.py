@@ -68,12 +68,12 @@ def main() -> None:
                 torch.manual_seed(seed)
                 model = MODELS[name]()
                 params[name] = count_parameters(model)
-                result = train_classifier(model, images, labels, steps=args.steps, seed=seed)
+                history = train_classifier(model, images, labels, steps=args.steps, seed=seed)
                 a = accuracy(model, split.test_images, split.test_labels)
                 acc.setdefault((name, fraction), []).append(a)
-                cpu.setdefault((name, fraction), []).append(result.cpu_seconds)
+                cpu.setdefault((name, fraction), []).append(history.train_cpu_seconds)
                 print(f"#   {fraction:4.0%} of {len(split.train_labels)} ({len(labels)} images) seed {seed} "
-                      f"{name:36s} test accuracy {a:.3f}  CPU {result.cpu_seconds:5.1f} s", flush=True)
+                      f"{name:36s} test accuracy {a:.3f}  CPU {history.train_cpu_seconds:5.1f} s", flush=True)
 
     def cell(values: list[float]) -> str:
         return f"{statistics.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"

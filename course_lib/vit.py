@@ -26,19 +26,21 @@ the **learned position embeddings**, one vector per token.
 Also here, for the lesson's comparison on the same data: :class:`SmallCNN` and
 :class:`MLPClassifier`, models of a similar parameter count with and without the
 convolution's built-in locality, :func:`load_digits_split` (scikit-learn's 8 x 8 digits,
-a fixed stratified split), :func:`subsample` and :func:`train_classifier`.
+a fixed stratified split), :func:`subsample`, :func:`split_validation` and :func:`train_classifier`
+(which sets up :func:`course_lib.training.fit`, the course's one training loop).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib.training import History, TrainConfig, fit
 from course_lib.transformer import TransformerEncoderBlock
 
 __all__ = [
@@ -54,7 +56,7 @@ __all__ = [
     "DigitsSplit",
     "load_digits_split",
     "subsample",
-    "TrainResult",
+    "split_validation",
     "train_classifier",
     "accuracy",
 ]
@@ -449,23 +451,48 @@ def subsample(images: Tensor, labels: Tensor, fraction: float, seed: int = 0) ->
 # -- training
 
 
-@dataclass
-class TrainResult:
-    """What :func:`train_classifier` did: the loss of every step and the CPU time it took."""
+class _ShuffledBatches:
+    """``steps`` batches of (images, labels): the training set reshuffled every pass, with its own generator.
 
-    losses: list[float] = field(default_factory=list)
-    cpu_seconds: float = 0.0
+    One iteration yields exactly ``steps`` batches, so :func:`course_lib.training.fit` runs it as one
+    "epoch"; the order depends on ``seed`` only, never on the global random generators.
+    """
+
+    def __init__(self, images: Tensor, labels: Tensor, steps: int, batch_size: int, seed: int) -> None:
+        self.images, self.labels = images, labels
+        self.steps, self.batch_size, self.seed = steps, batch_size, seed
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        n = len(self.labels)
+        generator = torch.Generator().manual_seed(self.seed)
+        order, cursor = torch.randperm(n, generator=generator), 0
+        for _ in range(self.steps):
+            if cursor + self.batch_size > n:
+                order, cursor = torch.randperm(n, generator=generator), 0
+            batch = order[cursor: cursor + self.batch_size]
+            cursor += self.batch_size
+            yield self.images[batch], self.labels[batch]
+
+
+def _classifier_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+    images, labels = batch
+    return F.cross_entropy(model(images), labels)
 
 
 def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, steps: int = 1000, batch_size: int = 64,
                      lr: float = 3e-3, weight_decay: float = 1e-4, seed: int = 0,
-                     progress: bool = False) -> TrainResult:
-    """Train with AdamW and cross-entropy for a fixed number of steps (the budget).
+                     progress: bool = False) -> History:
+    """Train with AdamW and cross-entropy for a fixed number of steps (the budget), with
+    :func:`course_lib.training.fit` (this function only sets it up: batches, optimiser, schedule).
 
-    Batches are drawn by reshuffling the training set each epoch with a generator seeded
-    by ``seed`` (the model's initialisation is the caller's: seed before building it). The
-    learning rate decays linearly to zero over the steps, after 5 % warm-up. CPU time is
-    measured with ``time.process_time`` (this process, all threads).
+    Batches are drawn by reshuffling the training set each pass with a generator seeded
+    by ``seed`` (the model's initialisation is the caller's: seed before building it; the
+    global random generators are left alone). The learning rate decays linearly to zero over
+    the steps, after 5 % warm-up; gradients are not clipped. ``history.train_cpu_seconds`` is
+    the CPU time of training (``time.process_time``: this process, all threads).
 
     Args:
         model: any classifier (B, C, Ih, Iw) -> (B, K); left in evaluation mode.
@@ -479,45 +506,46 @@ def train_classifier(model: nn.Module, images: Tensor, labels: Tensor, *, steps:
         progress: show a progress bar (tqdm).
 
     Returns:
-        A :class:`TrainResult`.
+        :func:`~course_lib.training.fit`'s :class:`~course_lib.training.History`: ``step_loss``
+        (the loss of every step), ``train_cpu_seconds``.
     """
     n = len(labels)
     if n == 0 or steps <= 0:
         raise ValueError(f"need training data and steps > 0, got {n} images and steps={steps}")
-    batch_size = min(batch_size, n)
-    generator = torch.Generator().manual_seed(seed)
+    if lr <= 0:
+        raise ValueError(f"lr must be positive, got {lr}")
+    batches = _ShuffledBatches(images, labels, steps, min(batch_size, n), seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     warmup = max(1, steps // 20)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup + 1e-9))))
-    result = TrainResult()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, leave=False)
-    model.train()
-    start = time.process_time()
-    order = torch.randperm(n, generator=generator)
-    cursor = 0
-    for _ in range(steps):
-        if cursor + batch_size > n:
-            order, cursor = torch.randperm(n, generator=generator), 0
-        batch = order[cursor: cursor + batch_size]
-        cursor += batch_size
-        loss = F.cross_entropy(model(images[batch]), labels[batch])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        result.losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-    result.cpu_seconds = time.process_time() - start
-    if bar is not None:
-        bar.close()
+    config = TrainConfig(epochs=1, lr=lr, clip_grad_norm=None, seed=None, device=str(images.device),
+                         progress=progress)
+    history = fit(model, batches, _classifier_loss, config, optimizer=optimizer, scheduler=schedule,
+                  tokens_fn=lambda batch: None)  # images, not tokens: no throughput to count
     model.eval()
-    return result
+    return history
+
+
+def split_validation(images: Tensor, labels: Tensor, fraction: float = 0.2,
+                     seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Put about ``fraction`` of each class aside for validation (chosen with ``seed``).
+
+    For choosing hyperparameters (e.g. a learning rate) from training data alone, so that the
+    test set is used once, at the end.
+
+    Returns:
+        ``(train_images, train_labels, val_images, val_labels)``: disjoint, together the input.
+
+    Shape:
+        images (n, ...), labels (n,) -> (n - m, ...), (n - m,), (m, ...), (m,)
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    held = _stratified_indices(labels, fraction, torch.Generator().manual_seed(seed))
+    is_held = torch.zeros(len(labels), dtype=torch.bool)
+    is_held[held] = True
+    return images[~is_held], labels[~is_held], images[is_held], labels[is_held]
 
 
 @torch.no_grad()

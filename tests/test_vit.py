@@ -12,8 +12,8 @@ from torch import nn
 
 from course_lib.transformer import TransformerEncoderBlock
 from course_lib.vit import (MLPClassifier, PatchEmbedding, SmallCNN, ViTConfig, VisionTransformer, accuracy,
-                            count_parameters, load_digits_split, patchify, shuffle_patches, subsample,
-                            train_classifier, unpatchify)
+                            count_parameters, load_digits_split, patchify, shuffle_patches, split_validation,
+                            subsample, train_classifier, unpatchify)
 
 F64 = torch.float64
 
@@ -248,9 +248,10 @@ def test_training_is_repeatable_and_learns():
     for _ in range(2):
         torch.manual_seed(0)
         model = MLPClassifier()
-        result = train_classifier(model, images, labels, steps=150, batch_size=32, seed=0)
-        results.append((result.losses, accuracy(model, split.test_images, split.test_labels)))
-        assert not model.training and result.cpu_seconds >= 0.0 and len(result.losses) == 150
+        history = train_classifier(model, images, labels, steps=150, batch_size=32, seed=0)
+        results.append((history.step_loss, accuracy(model, split.test_images, split.test_labels)))
+        assert not model.training and history.train_cpu_seconds >= 0.0 and len(history.step_loss) == 150
+        assert history.steps == 150 and history.grad_norm == []  # one pass of 150 batches, no clipping
     assert results[0] == results[1]
     losses, acc = results[0]
     assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
@@ -259,6 +260,68 @@ def test_training_is_repeatable_and_learns():
     assert math.isclose(accuracy(always_three, split.test_images, split.test_labels, batch_size=100),
                         int((split.test_labels == 3).sum()) / len(split.test_labels))
     assert not always_three.training  # accuracy() evaluates in evaluation mode
+
+
+def test_the_vit_learns_a_small_set():
+    """Trained by course_lib.training.fit (through train_classifier), the ViT fits 50 digits: its
+    loss falls from about ln 10 to near zero and it classifies its own training images right."""
+    split = load_digits_split()
+    images, labels = split.train_images[:50], split.train_labels[:50]
+    torch.manual_seed(0)
+    model = VisionTransformer(ViTConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1))
+    history = train_classifier(model, images, labels, steps=200, batch_size=25, lr=1e-2, seed=0)
+    first, last = sum(history.step_loss[:5]) / 5, sum(history.step_loss[-5:]) / 5
+    assert first > 1.8, f"an untrained model should start near ln 10 = 2.3, got {first:.2f}"
+    assert last < 0.3, f"the loss should fall from {first:.2f} to below 0.3, got {last:.2f}"
+    assert accuracy(model, images, labels) > 0.9
+    assert not model.training
+
+
+def test_train_classifier_batches_and_errors():
+    images, labels = torch.randn(10, 1, 8, 8), torch.arange(10)
+    seen = []
+
+    class Spy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(x.shape[0])
+            return self.w(x.flatten(1))
+
+    spy = Spy()  # built first: its initialisation draws from the global generator
+    torch.manual_seed(5)
+    before = torch.rand(2)
+    torch.manual_seed(5)
+    history = train_classifier(spy, images, labels, steps=7, batch_size=4, seed=3)
+    assert torch.equal(torch.rand(2), before)  # the batch order has its own generator
+    assert seen == [4] * 7 and history.steps == 7  # each pass of 10 images gives two batches of 4, then reshuffles
+    seen.clear()
+    train_classifier(Spy(), images, labels, steps=2, batch_size=64, seed=3)
+    assert seen == [10, 10]  # a batch larger than the data is cut to the data
+    with pytest.raises(ValueError, match="steps > 0"):
+        train_classifier(Spy(), images, labels, steps=0)
+    with pytest.raises(ValueError, match="lr must be positive"):
+        train_classifier(Spy(), images, labels, lr=0.0)
+
+
+def test_split_validation_is_stratified_and_disjoint():
+    split = load_digits_split()
+    train_images, train_labels, val_images, val_labels = split_validation(split.train_images, split.train_labels,
+                                                                          0.2, seed=0)
+    assert len(train_labels) + len(val_labels) == len(split.train_labels)
+    assert abs(len(val_labels) - 0.2 * len(split.train_labels)) <= 10
+    for label in range(10):
+        share = float((val_labels == label).sum()) / float((split.train_labels == label).sum())
+        assert abs(share - 0.2) < 0.02
+    rows = lambda t: {tuple(r) for r in (t.flatten(1) * 16).round().int().tolist()}  # noqa: E731
+    assert not rows(train_images) & rows(val_images)
+    assert rows(train_images) | rows(val_images) == rows(split.train_images)
+    again = split_validation(split.train_images, split.train_labels, 0.2, seed=0)
+    assert torch.equal(again[2], val_images)
+    with pytest.raises(ValueError, match="fraction"):
+        split_validation(split.train_images, split.train_labels, 1.0)
 
 
 class _Constant(nn.Module):
