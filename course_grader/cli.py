@@ -641,7 +641,7 @@ def check_notebook(path: str | Path, assignment: str | None = None, config: Sand
     return 0 if report.ok else 1
 
 
-SUBCOMMANDS = ("grade", "check", "init-course")
+SUBCOMMANDS = ("grade", "check", "init-course", "set-id")
 
 
 def _limits(p: argparse.ArgumentParser) -> None:
@@ -669,7 +669,7 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="Without a subcommand, `course-grade ASSIGNMENT SUBMISSIONS_DIR ...` means "
                                        "`grade` and `course-grade --check NOTEBOOK` means `check`. "
                                        "Docs: docs/GRADING.md")
-    sub = p.add_subparsers(dest="command", metavar="{grade,check,init-course}")
+    sub = p.add_subparsers(dest="command", metavar="{grade,check,init-course,set-id}")
     g = sub.add_parser("grade", help="grade a class: one sub-folder (or .ipynb) per learner",
                        description="Grade every learner's submission of one assignment in the sandbox.")
     g.add_argument("assignment", help="assignment name (folder of the course's source/) or path")
@@ -699,6 +699,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="the released notebook, to run its test cells instead of edited ones")
     c.add_argument("--assignment", default=None, help="the assignment name, if the notebook does not record it")
     _limits(c)
+    s = sub.add_parser("set-id", help="set your learner id once, for your variant of each assignment offline",
+                       description="Store the id your course uses for you (on the hub it is your user name, set "
+                                   "for you), so that your notebooks and --check use your variant of each "
+                                   "assignment. Without an id, everyone offline gets the variant of 'default'.")
+    s.add_argument("learner_id", metavar="ID")
     i = sub.add_parser("init-course", help="create an nbgrader course folder from the course's source assignments",
                        description="Create an nbgrader course folder: nbgrader_config.py with the course's "
                                    "settings, and source/<assignment>/ from the course repository's solutions/.")
@@ -716,6 +721,8 @@ def _normalise_argv(args_list: list[str]) -> list[str]:
     ``--check NOTEBOOK ...`` -> ``check NOTEBOOK ...``."""
     if not args_list or args_list[0] in SUBCOMMANDS or args_list[0] in ("-h", "--help"):
         return args_list
+    if args_list[0] == "--set-id" or args_list[0].startswith("--set-id="):
+        return ["set-id", *([args_list[0].split("=", 1)[1]] if "=" in args_list[0] else []), *args_list[1:]]
     if "--check" in args_list:
         k = args_list.index("--check")
         rest = args_list[:k] + args_list[k + 2:]
@@ -763,6 +770,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in made:
             print(f"created {path}")
         print(f"nbgrader course ready in {args.directory}: cd there and run nbgrader generate_assignment NAME")
+        return 0
+    if args.command == "set-id":
+        from course_grader import variants
+        try:
+            where = variants.set_learner_id(args.learner_id)
+        except variants.LearnerIdError as exc:
+            print(f"course-grade --set-id: {terminal(exc)}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"course-grade --set-id: cannot write {terminal(variants.config_path())}: {terminal(exc)}",
+                  file=sys.stderr)
+            return 2
+        print(f"learner id set to {terminal(variants.validate_learner_id(args.learner_id))!r} (stored in "
+              f"{terminal(where)}); restart your notebooks' kernels and run them from the top to get your variant")
         return 0
     if args.command == "check":
         args.submissions = None

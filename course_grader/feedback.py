@@ -66,6 +66,13 @@ def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[s
     return lines
 
 
+def variant_line(result: SubmissionResult, _) -> str:
+    """The learner's variant (course_grader.variants), as the feedback shows it."""
+    values = result.variant.get("values") if isinstance(result.variant.get("values"), dict) else {}
+    return _("Your variant: {digest} ({values})").format(
+        digest=str(result.variant.get("digest", "")), values=", ".join(f"{k} = {v}" for k, v in values.items()))
+
+
 def render_text(result: SubmissionResult) -> str:
     """Plain-text feedback, in the language of the learner's notebook."""
     language = result.language
@@ -73,7 +80,9 @@ def render_text(result: SubmissionResult) -> str:
     m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
     lines = [_("Assignment {assignment} — {student}").format(assignment=result.assignment, student=result.student),
              _("Score: {total} / {max_total}").format(total=_pts(result.total), max_total=_pts(result.max_total))
-             + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=m(result.status))), ""]
+             + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=m(result.status)))]
+    lines += [variant_line(result, _)] if result.variant else []
+    lines.append("")
     for nb in result.notebooks:
         if len(result.notebooks) > 1:
             lines.append(_("Notebook {notebook}:").format(notebook=nb.notebook))
@@ -123,6 +132,8 @@ def render_html(result: SubmissionResult) -> str:
              + "</p>",
              "<p>" + _("Score: {score}").format(score=f"<b>{_pts(result.total)} / {_pts(result.max_total)}</b>")
              + status + "</p>"]
+    if result.variant:
+        parts.append("<p>" + e(variant_line(result, _)) + "</p>")
     for nb in result.notebooks:
         parts.append("<h2>" + e(_("Notebook {notebook}").format(notebook=nb.notebook)) + "</h2>")
         parts.append(f"<table><tr><th>{e(_('Test'))}</th><th>{e(_('Points'))}</th><th>{e(_('Result'))}</th></tr>")

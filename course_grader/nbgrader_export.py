@@ -223,6 +223,9 @@ def _write_folders(course: NbgraderCourse, assignment: Assignment, res: Submissi
         elif target.is_symlink() or target.exists():
             target.unlink()
         _write_private(fb_dir / f"{name}.html", page.encode("utf-8"))
+    if res.variant:  # the learner's variant (course_grader.variants), beside the notebook Formgrader shows
+        import json
+        _write_private(auto_dir / "variant.json", json.dumps(res.variant, indent=1, sort_keys=True).encode("utf-8"))
     for extra, data in (("timestamp.txt", stamp), ("submission_secret.txt", secret)):
         for folder in (auto_dir, fb_dir):
             target = folder / extra

@@ -60,6 +60,8 @@ class NotebookResult:
     #: the language of the learner's notebook, for the learner-facing feedback
     #: (course_grader.i18n.notebook_language: "en" unless its metadata names one we know)
     language: str = "en"
+    #: the variants the tests used (course_grader.variants: assignment, digest, values)
+    variants: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -74,6 +76,9 @@ class SubmissionResult:
     notebooks: list[NotebookResult] = field(default_factory=list)
     seed: str = "random"
     duration: float = 0.0
+    #: the learner's variant (course_grader.variants.Variant.record: assignment, digest, values); {} when
+    #: the assignment has none
+    variant: dict = field(default_factory=dict)
 
     @property
     def language(self) -> str:

@@ -20,7 +20,7 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from course_grader import checks
+from course_grader import checks, variants
 from course_grader.i18n import N_, notebook_language
 from course_grader.notebook import Assignment, NotebookError, SourceNotebook, TestCell, plan_submission
 from course_grader.protocol import safe_text
@@ -205,9 +205,24 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
                                                                   hints="; ".join(dict.fromkeys(hints)))
 
 
+#: Run in the sandbox before the learner's cells: the variant cell there shows the graded learner's variant.
+_VARIANT_PRELUDE = "__import__('course_grader.variants', fromlist=['begin_grading']).begin_grading({learner!r})"
+
+
+def _variant_learner(student: str | None, submission: str | Path) -> str:
+    """The id whose variant a submission is graded with: the student id, else the notebook's name."""
+    for candidate in (student, Path(submission).stem):
+        try:
+            return variants.validate_learner_id(candidate)
+        except variants.LearnerIdError:
+            continue
+    return variants.DEFAULT_ID
+
+
 def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                    config: SandboxConfig | None = None, seed: int | None = None, column_prefix: str = "",
-                   public_only: bool = False, student: str | None = None, diagnose: bool = False) -> NotebookResult:
+                   public_only: bool = False, student: str | None = None, diagnose: bool = False,
+                   learner: str | None = None) -> NotebookResult:
     """Grade one learner notebook against its source notebook.
 
     Args:
@@ -221,6 +236,9 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             down to the notebook may be a symlink (default: the notebook's own name).
         diagnose: for each failed test, look for the typical mistake of ``mistakes.py`` whose
             outputs the learner's match, and name it (:mod:`course_grader.diagnose`).
+        learner: the id whose variant is graded (:mod:`course_grader.variants`; default:
+            ``student``). Set here, in this process, and sent into the sandbox before the
+            learner's first cell: nothing in the notebook changes it.
 
     Returns:
         A :class:`NotebookResult`; never raises for problems in the submission.
@@ -239,6 +257,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.status = Status.MISSING
         result.tests = _fail_all(source, column_prefix, N_("no notebook submitted"))
         return result
+    graded_as = _variant_learner(learner if learner is not None else student, submission)
     try:
         learner = load_submission(submission, student if student is not None else Path(submission).stem)
     except (SubmissionRefused, NotebookError) as exc:
@@ -258,6 +277,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
     if diagnose and seed_base is None:  # fresh inputs all the same, which the mistake's run can replay
         seed_base = os.urandom(16).hex().encode()
     recorded: dict[str, list] | None = {} if diagnose else None
+    variants.begin_grading(graded_as)
     new_session = Session(config, source.trusted_imports)
     new_session.deadline = start + config.submission_timeout  # restarts included
     session: Session | None = new_session
@@ -270,6 +290,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                 if config.isolation == "bwrap":
                     from course_grader.policy import seccomp_support
                     result.seccomp = seccomp_support()[1]
+            # the variant's learner id, before any learner cell (replayed after a restart, like a cell)
+            session.exec_cell(-1, _VARIANT_PRELUDE.format(learner=graded_as))
         except SandboxDied as exc:
             result.notes.append(str(exc))
             if isinstance(exc, SandboxStartFailed):  # before any learner code: ours, not the learner's
@@ -306,6 +328,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
                                        "grader checks what your code does, not where it comes from, but your "
                                        "teacher can see this note.").format(modules=", ".join(imported)))
     finally:
+        result.variants = variants.used_variants()
+        variants.begin_grading(None)
         if session is not None:
             session.close()
             result.notes.extend(session.notes)
@@ -328,7 +352,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
 
 def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, Path | None], *,
                      config: SandboxConfig | None = None, seed: int | None = None,
-                     public_only: bool = False, diagnose: bool = False) -> SubmissionResult:
+                     public_only: bool = False, diagnose: bool = False,
+                     learner: str | None = None) -> SubmissionResult:
     """Grade all notebooks of one learner's submission.
 
     Every process started by the learner's code is killed before this returns.
@@ -341,6 +366,8 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
         seed: fixed seed for exact replay (None: fresh random inputs).
         public_only: learner self-check mode.
         diagnose: name the typical mistakes a failed test looks like (see grade_notebook).
+        learner: the id whose variant is graded (default: ``student``; the self-check gives the
+            learner's own id, :func:`course_grader.variants.learner_id` on the learner's side).
     """
     start = time.monotonic()
     multi = len(assignment.notebooks) > 1
@@ -349,7 +376,7 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
         try:
             results.append(grade_notebook(source, notebooks.get(name), config=config, seed=seed,
                                           column_prefix=f"{name}:" if multi else "", public_only=public_only,
-                                          student=student, diagnose=diagnose))
+                                          student=student, diagnose=diagnose, learner=learner))
         except Exception as exc:  # noqa: BLE001 - a grader bug must still record a row
             nb = NotebookResult(name, Status.GRADER_ERROR,
                                 notes=[safe_text(f"internal grader error: {type(exc).__name__}: {exc}", 2000)])
@@ -358,7 +385,12 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
     status = worst([r.status for r in results])
     total = sum(t.points for r in results for t in r.tests)
     max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
+    used = {v["assignment"]: v for r in results for v in r.variants}
+    if not used and assignment.name in variants.TABLES:  # no test asked (nothing ran): the assignment's own
+        made = variants.make_variant(assignment.name, _variant_learner(learner if learner is not None else student,
+                                                                       assignment.name))
+        used[made.assignment] = made.record()
     return SubmissionResult(student, assignment.name, status, round(total, 4), round(max_total, 4),
-                            results,
+                            results, variant=next(iter(used.values()), {}),
                             seed="random" if seed is None else str(seed),
                             duration=round(time.monotonic() - start, 3))

@@ -424,7 +424,7 @@ class Server:
         if type(notebook) is not bytes or (release is not None and type(release) is not bytes):
             raise TypeError("selfcheck: bytes expected")
         return selfcheck.check_inside(notebook, str(req.get("name")), release, req.get("release_name"),
-                                      req.get("assignment"), req.get("config"))
+                                      req.get("assignment"), req.get("config"), req.get("learner"))
 
     def op_repr(self, req: dict) -> Any:
         return repr(self.obj(req))[:2000]

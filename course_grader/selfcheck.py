@@ -114,7 +114,7 @@ def _is_test(cell: dict) -> bool:
 
 
 def self_check(path: str | Path, *, release: str | Path | None = None, assignment: str | None = None,
-               config: SandboxConfig | None = None) -> CheckReport:
+               config: SandboxConfig | None = None, learner: str | None = None) -> CheckReport:
     """Run the public tests of a learner's notebook (see the module docstring).
 
     This process only reads the two files (bounded, through
@@ -129,6 +129,9 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
         release: the released notebook, to restore edited test cells from (optional).
         assignment: the assignment name, if the notebook's metadata does not record it.
         config: sandbox limits.
+        learner: the id whose variant is checked (default: this learner's,
+            :func:`course_grader.variants.learner_id`: the hub user, or the id set with
+            ``course-grade --set-id``, else "default"); read here, outside the sandbox.
 
     Returns:
         A :class:`CheckReport`, validated and bounded.
@@ -140,8 +143,10 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
     from course_grader.rpc import Session
     from course_grader.sandbox import SandboxDied
     from course_grader.submission import SubmissionRefused, read_submission
+    from course_grader import variants
     path = Path(path)
     config = config or SandboxConfig()
+    learner = variants.validate_learner_id(learner) if learner is not None else variants.learner_id()[0]
     files = {}
     for key, file in (("notebook", path), ("release", release)):
         if file is not None:
@@ -155,7 +160,7 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
         reply = session._request({"op": "selfcheck", "notebook": files["notebook"], "name": path.name,
                                   "release": files.get("release"),
                                   "release_name": Path(release).name if release else None,
-                                  "assignment": assignment, "config": config.to_dict()},
+                                  "assignment": assignment, "config": config.to_dict(), "learner": learner},
                                  config.submission_timeout + WATCHDOG_GRACE_SECONDS, "checking your notebook")
     except SandboxDied as exc:
         report = CheckReport(assignment or "", path.name, notes=[str(exc)])
@@ -215,7 +220,7 @@ def _validated_report(value: object, notebook: str) -> CheckReport:
 
 
 def check_inside(notebook: bytes, name: str, release: bytes | None = None, release_name: str | None = None,
-                 assignment: str | None = None, config: dict | None = None) -> dict:
+                 assignment: str | None = None, config: dict | None = None, learner: object = None) -> dict:
     """The self-check proper, run inside the sandbox (``sandbox_main``'s ``selfcheck``): the
     notebook's cells in a learner process forked there, its test cells here, against proxies.
 
@@ -234,10 +239,40 @@ def check_inside(notebook: bytes, name: str, release: bytes | None = None, relea
             release_path.write_bytes(release)
         fields = set(SandboxConfig.__dataclass_fields__)
         cfg = SandboxConfig(**{k: v for k, v in (config or {}).items() if k in fields})
-        return asdict(_check_here(path, release=release_path, assignment=assignment, config=cfg))
+        from course_grader.variants import DEFAULT_ID, LearnerIdError, validate_learner_id
+        try:
+            who = validate_learner_id(learner)
+        except LearnerIdError:
+            who = DEFAULT_ID
+        return asdict(_check_here(path, release=release_path, assignment=assignment, config=cfg, who=who))
 
 
-def _check_here(path: Path, *, release: Path | None, assignment: str | None, config: SandboxConfig) -> CheckReport:
+def _variant_notes(learner_nb: dict, learner: str, _) -> list[str]:
+    """The self-check's variant notes: which variant it checked, and a warning when the notebook's
+    variant cell last printed another learner's variant (its answers were made for other numbers)."""
+    from course_grader import variants
+    notes: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for name, digest in variants.marks_in_outputs(learner_nb):
+        if name not in variants.TABLES or (name, digest) in seen:
+            continue
+        seen.add((name, digest))
+        mine = variants.make_variant(name, learner)
+        if digest != mine.digest:
+            notes.append(_("WARNING: this notebook was last run for another learner id: its variant cell shows "
+                           "variant {theirs} of {assignment}, but yours (id {learner!r}) is {mine}. Answers made for "
+                           "those numbers are wrong for yours. Restart the kernel and run the notebook from the top, "
+                           "then check your answers again.").format(theirs=digest, assignment=name, learner=learner,
+                                                                    mine=mine.digest))
+    if learner == variants.DEFAULT_ID:
+        notes.append(_("No learner id is set, so this checked the variant of the id 'default', which your teacher "
+                       "will not grade you with: set yours once with `course-grade --set-id YOUR_ID` (on the hub "
+                       "it is your user name, set for you)."))
+    return notes
+
+
+def _check_here(path: Path, *, release: Path | None, assignment: str | None, config: SandboxConfig,
+                who: str = "default") -> CheckReport:
     learner = load_notebook_json(path)
     reference = load_notebook_json(release) if release else learner
     meta = reference.get("metadata", {}).get(METADATA_KEY) or learner.get("metadata", {}).get(METADATA_KEY) or {}
@@ -296,8 +331,14 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
         copy_path.write_text(json.dumps(graded_nb), encoding="utf-8")
         result: SubmissionResult = grade_submission(Assignment(name or path.stem, path.parent, {path.stem: source}),
                                                     "self-check", {path.stem: copy_path}, config=config,
-                                                    public_only=True)
+                                                    public_only=True, learner=who)
     nb = result.notebooks[0]
+    if result.variant:
+        values = ", ".join(f"{k} = {v}" for k, v in result.variant.get("values", {}).items())
+        report.notes.append(_("Checked with your variant {digest} of {assignment} (id {learner!r}): {values}.").format(
+            digest=result.variant.get("digest"), assignment=result.variant.get("assignment"), learner=who,
+            values=values))
+        report.notes.extend(_variant_notes(learner, who, _))
     report.cells = nb.cells
     report.notes.extend(nb.notes)
     outcomes = {t.grade_id: t for t in nb.tests}

@@ -6,6 +6,10 @@ under 50 seeds, seeded exactly as ``course-grade --seed S`` seeds it
 (:mod:`grading_dev.fairness`), and must give the same verdict under every seed. The
 solution passes every test under every seed. Mistakes marked ``"public": True`` are the
 common ones the learner's self-check (public tests only) must catch.
+
+An assignment with per-learner variants (:mod:`course_grader.variants`) runs under several
+learner ids, the seeds shared out among them (same cost): the verdict must not depend on the
+variant either.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.fairness import outcomes_under_seeds
+from course_grader import variants
+from grading_dev.fairness import SeedOutcomes, outcomes_under_seeds
 from grading_dev.generate import list_assignments
 from course_grader.notebook import Assignment, SourceNotebook
 from course_grader.runner import grade_submission
@@ -32,12 +37,40 @@ SEEDS = range(50)
 #: a trivial function can change run (those of its cell and every later one): the earlier ones see the
 #: solution's code, which the "solution" case checks.
 TRIVIAL_SEEDS = range(10)
+#: Learner ids for the assignments with variants (their variants differ in every table).
+VARIANT_IDS = ("learner-a", "learner-b", "learner-c")
 CASES = [(a, m) for a in ASSIGNMENTS for m in ["solution", *load_mistakes(ROOT / "solutions" / a)]]
 
 
 def _grade_ids(nb_path: Path) -> set[str]:
     nb = json.loads(nb_path.read_text("utf-8"))
     return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb["cells"]} - {None}
+
+
+def _under_variants(name: str, source: SourceNotebook, notebook: dict, seeds, **kwargs) -> SeedOutcomes:
+    """outcomes_under_seeds, with the seeds shared out among VARIANT_IDS when ``name`` has variants
+    (seed number i runs as learner i mod 3): one SeedOutcomes over all of them."""
+    if name not in variants.TABLES:
+        return outcomes_under_seeds(source, notebook, seeds, **kwargs)
+    seeds = list(seeds)
+    merged: SeedOutcomes | None = None
+    try:
+        for k, who in enumerate(VARIANT_IDS):
+            variants.begin_grading(who)
+            part = outcomes_under_seeds(source, notebook, seeds[k::len(VARIANT_IDS)], **kwargs)
+            if merged is None:
+                merged = part
+                continue
+            for g in merged.points:
+                merged.passed[g] += part.passed[g]
+                merged.failed[g] += part.failed[g]
+            for g, message in part.messages.items():
+                merged.messages.setdefault(g, f"{who}: {message}")
+            merged.learner_errors += part.learner_errors
+    finally:
+        variants.begin_grading(None)
+    assert merged is not None
+    return merged
 
 
 def _case_notebook(source: SourceNotebook, assignment: str, mistake: str) -> dict:
@@ -55,9 +88,9 @@ def test_same_grade_under_every_seed(name, mistake):
     failed: set[str] = set()
     for source in assignment.notebooks.values():
         trivial = bool(spec.get("trivial"))
-        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake),
-                                        TRIVIAL_SEEDS if trivial else SEEDS,
-                                        only={*spec["fails"], *spec["may_fail"]} if trivial else None)
+        outcomes = _under_variants(name, source, _case_notebook(source, name, mistake),
+                                   TRIVIAL_SEEDS if trivial else SEEDS,
+                                   only={*spec["fails"], *spec["may_fail"]} if trivial else None)
         unstable = {g: f"passed for seeds {p[:5]}..., failed for seeds {f[:5]}... ({outcomes.messages[g]})"
                     for g, (p, f) in outcomes.unstable().items()}
         assert unstable == {}, f"{name} {mistake}: the verdict of these tests depends on the random inputs"
@@ -80,7 +113,7 @@ def test_self_check_catches_common_mistakes(name, mistake):
     assignment = Assignment.load(ROOT / "solutions" / name)
     failed: set[str] = set()
     for source in assignment.notebooks.values():
-        outcomes = outcomes_under_seeds(source, _case_notebook(source, name, mistake), range(5), public_only=True)
+        outcomes = _under_variants(name, source, _case_notebook(source, name, mistake), range(6), public_only=True)
         assert outcomes.unstable() == {}
         failed |= outcomes.always_failed()
     assert failed, f"{name} {mistake}: the public checks pass this common mistake"
