@@ -15,8 +15,13 @@ Two models, one interface (the one :mod:`course_lib.decoding` relies on):
   ``bidirectional=True`` its encoder is Bahdanau et al.'s: two GRUs of h/2 units each, one
   reading the source left to right and one right to left, whose states are concatenated, so
   that the encoder state at position j also knows the words after j.
+* :class:`LuongSeq2Seq` is Luong et al.'s (2015) attention decoder: the GRU steps first, its
+  *new* state h_t is the query of a multiplicative ("general") attention, and the context and
+  h_t are combined into an *attentional hidden state* h~_t = tanh(W_c [c_t; h_t]) from which
+  the next word is predicted. With input feeding (the default), h~_{t-1} is concatenated to
+  the next step's input, so the decoder knows where it looked before.
 
-Both implement:
+All three implement:
 
 * ``forward(src, src_valid_lens, tgt_in) -> logits (B, L, V)`` (teacher forcing);
 * ``encode(src, src_valid_lens) -> state``;
@@ -42,17 +47,21 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.data import check_config, check_token_ids
-from course_lib.scoring import AdditiveAttention
+from course_lib.masking import masked_softmax
+from course_lib.scoring import AdditiveAttention, MultiplicativeAttention
 
 __all__ = [
     "Seq2SeqConfig",
     "GRUEncoder",
     "GRUDecoder",
     "BahdanauDecoder",
+    "LuongDecoder",
     "Seq2SeqState",
     "AttentionState",
+    "LuongState",
     "Seq2Seq",
     "AttentionSeq2Seq",
+    "LuongSeq2Seq",
     "init_seq2seq_weights",
 ]
 
@@ -309,6 +318,121 @@ class BahdanauDecoder(nn.Module):
         return logits, AttentionState(state.enc_outputs, state.src_valid_lens, hidden, state.projected_keys)
 
 
+@dataclass
+class LuongState:
+    """Decoder state of :class:`LuongSeq2Seq`.
+
+    Attributes:
+        enc_outputs: all encoder top-layer states, the values. Shape (B, S, h).
+        src_valid_lens: real source tokens per row. Shape (B,).
+        hidden: the decoder GRU's state. Shape (N, B, h).
+        projected_keys: ``W_a h_j`` for every encoder state, computed once per sentence.
+            Shape (B, S, h).
+        attentional: the last attentional hidden state h~_{t-1}, fed to the next step when
+            input feeding is on (zeros before the first step). Shape (B, h).
+    """
+
+    enc_outputs: Tensor
+    src_valid_lens: Tensor
+    hidden: Tensor
+    projected_keys: Tensor
+    attentional: Tensor
+
+
+class LuongDecoder(nn.Module):
+    """GRU decoder with Luong et al.'s (2015) global attention and input feeding.
+
+    Step t, with h_j the encoder states and y_{t-1} the previous token:
+
+    * ``h_t = GRU([embedding(y_{t-1}); h~_{t-1}], h_{t-1})`` with input feeding, or
+      ``GRU(embedding(y_{t-1}), h_{t-1})`` without;
+    * ``alpha_t = softmax_j(h_t^T W_a h_j)`` over the real source positions (Luong's "general"
+      score, :class:`~course_lib.scoring.MultiplicativeAttention`), ``c_t = sum_j alpha_tj h_j``;
+    * ``h~_t = tanh(W_c [c_t; h_t])``, the attentional hidden state, and
+      ``logits_t = W_o h~_t + b_o``.
+
+    Unlike :class:`BahdanauDecoder`, the query is the *current* state h_t, computed before
+    attending, and the context enters the prediction, not the GRU. Without input feeding the
+    GRU therefore runs over all L teacher-forced inputs in one call and the L queries attend at
+    once; input feeding makes step t's input depend on step t-1's attention, so the steps run
+    one after another again.
+
+    Args:
+        vocab_size: V.
+        embed_size: E.
+        num_hiddens: h (must equal the encoder's); also the size of h~_t.
+        num_layers: N (must equal the encoder's).
+        dropout: dropout between GRU layers and on the attention weights.
+        input_feeding: feed h~_{t-1} to step t (default True).
+
+    Shape:
+        tokens (B, L) long, state -> ``(logits (B, L, V), state)``. After a call,
+        ``attention_weights`` holds the (B, L, S) weights of its L steps (detached).
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int, num_hiddens: int, num_layers: int,
+                 dropout: float = 0.0, input_feeding: bool = True) -> None:
+        super().__init__()
+        self.input_feeding = input_feeding
+        self.attention = MultiplicativeAttention(num_hiddens, num_hiddens, dropout)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + (num_hiddens if input_feeding else 0), num_hiddens, num_layers,
+                          batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.W_c = nn.Linear(2 * num_hiddens, num_hiddens, bias=False)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.attention_weights: Tensor | None = None
+
+    def init_state(self, enc_outputs: Tensor, enc_state: Tensor, src_valid_lens: Tensor) -> LuongState:
+        """The state before the first step: h~_0 = 0, keys projected once."""
+        batch, hiddens = enc_outputs.shape[0], self.W_c.out_features
+        return LuongState(enc_outputs=enc_outputs, src_valid_lens=src_valid_lens, hidden=enc_state,
+                          projected_keys=self.attention.W_a(enc_outputs),  # (B, S, h)
+                          attentional=enc_outputs.new_zeros(batch, hiddens))  # (B, h)
+
+    def attend(self, queries: Tensor, state: LuongState) -> tuple[Tensor, Tensor]:
+        """Multiplicative attention of the decoder states over the encoder states.
+
+        Computes ``self.attention(queries, enc_outputs, enc_outputs, src_valid_lens)`` with
+        the keys projected once in :meth:`init_state`.
+
+        Args:
+            queries: decoder top-layer states h_t, (B, Q, h).
+            state: the current decoder state.
+
+        Returns:
+            ``(contexts (B, Q, h), weights (B, Q, S))``.
+        """
+        scores = torch.bmm(queries, state.projected_keys.transpose(1, 2))  # (B, Q, S): h_t^T W_a h_j
+        weights = masked_softmax(scores, state.src_valid_lens)  # (B, Q, S)
+        self.attention.attention_weights = weights
+        return torch.bmm(self.attention.dropout(weights), state.enc_outputs), weights  # (B, Q, h)
+
+    def forward(self, tokens: Tensor, state: LuongState) -> tuple[Tensor, LuongState]:
+        check_token_ids(tokens, "tgt_in", "(B, L)")
+        embedded = self.embedding(tokens)  # (B, L, E)
+        if self.input_feeding:
+            hidden, attentional = state.hidden, state.attentional
+            outputs, weights = [], []
+            for t in range(tokens.shape[1]):
+                step_in = torch.cat([embedded[:, t], attentional], dim=-1).unsqueeze(1)  # (B, 1, E + h)
+                out, hidden = self.rnn(step_in, hidden)  # (B, 1, h)
+                context, step_weights = self.attend(out, state)  # (B, 1, h), (B, 1, S)
+                attentional = torch.tanh(self.W_c(torch.cat([context, out], dim=-1))).squeeze(1)  # (B, h)
+                outputs.append(attentional)
+                weights.append(step_weights.detach())
+            attentional_all = torch.stack(outputs, dim=1)  # (B, L, h)
+            self.attention_weights = torch.cat(weights, dim=1)  # (B, L, S)
+        else:
+            out, hidden = self.rnn(embedded, state.hidden)  # (B, L, h): every step in one call
+            context, all_weights = self.attend(out, state)  # (B, L, h), (B, L, S)
+            attentional_all = torch.tanh(self.W_c(torch.cat([context, out], dim=-1)))  # (B, L, h)
+            attentional = attentional_all[:, -1]  # (B, h)
+            self.attention_weights = all_weights.detach()
+        logits = self.dense(attentional_all)  # (B, L, V)
+        return logits, LuongState(state.enc_outputs, state.src_valid_lens, hidden, state.projected_keys,
+                                  attentional)
+
+
 # --------------------------------------------------------------------------- models
 
 
@@ -318,16 +442,17 @@ class _EncoderDecoder(nn.Module):
     encoder: GRUEncoder
     decoder: nn.Module
 
-    def __init__(self, config: Seq2SeqConfig, decoder: type[GRUDecoder] | type[BahdanauDecoder],
-                 bidirectional: bool = False) -> None:
+    def __init__(self, config: Seq2SeqConfig,
+                 decoder: type[GRUDecoder] | type[BahdanauDecoder] | type[LuongDecoder],
+                 bidirectional: bool = False, **decoder_kwargs: bool) -> None:
         super().__init__()
         self.config = config
         sizes = (config.embed_size, config.num_hiddens, config.num_layers, config.dropout)
         self.encoder = GRUEncoder(config.src_vocab_size, *sizes, bidirectional=bidirectional)
-        self.decoder = decoder(config.tgt_vocab_size, *sizes)
+        self.decoder = decoder(config.tgt_vocab_size, *sizes, **decoder_kwargs)
         self.apply(init_seq2seq_weights)
 
-    def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState | AttentionState:
+    def encode(self, src: Tensor, src_valid_lens: Tensor) -> Seq2SeqState | AttentionState | LuongState:
         """Run the encoder and build the decoder's initial state.
 
         Args:
@@ -357,8 +482,8 @@ class _EncoderDecoder(nn.Module):
         logits, _ = self.decoder(tgt_in, self.encode(src, src_valid_lens))
         return logits
 
-    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState
-                    ) -> tuple[Tensor, Seq2SeqState | AttentionState]:
+    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState | LuongState
+                    ) -> tuple[Tensor, Seq2SeqState | AttentionState | LuongState]:
         """One decoding step.
 
         Args:
@@ -373,8 +498,8 @@ class _EncoderDecoder(nn.Module):
         logits, state = self.decoder(prev_tokens.unsqueeze(1), state)  # (B, 1, V)
         return logits.squeeze(1), state
 
-    def reorder_state(self, state: Seq2SeqState | AttentionState, index: Tensor
-                      ) -> Seq2SeqState | AttentionState:
+    def reorder_state(self, state: Seq2SeqState | AttentionState | LuongState, index: Tensor
+                      ) -> Seq2SeqState | AttentionState | LuongState:
         """Select / repeat batch rows of a state: row i of the result is row ``index[i]``.
 
         Args:
@@ -392,6 +517,14 @@ class _EncoderDecoder(nn.Module):
                 src_valid_lens=state.src_valid_lens.index_select(0, index),
                 hidden=state.hidden.index_select(1, index),
                 projected_keys=state.projected_keys.index_select(0, index),
+            )
+        if isinstance(state, LuongState):
+            return LuongState(
+                enc_outputs=state.enc_outputs.index_select(0, index),
+                src_valid_lens=state.src_valid_lens.index_select(0, index),
+                hidden=state.hidden.index_select(1, index),
+                projected_keys=state.projected_keys.index_select(0, index),
+                attentional=state.attentional.index_select(0, index),
             )
         if isinstance(state, Seq2SeqState):
             return Seq2SeqState(context=state.context.index_select(0, index),
@@ -462,10 +595,39 @@ class AttentionSeq2Seq(_EncoderDecoder):
         self.attention_weights = self.decoder.attention_weights  # (B, L, S)
         return logits
 
-    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState
-                    ) -> tuple[Tensor, Seq2SeqState | AttentionState]:
+    def decode_step(self, prev_tokens: Tensor, state: Seq2SeqState | AttentionState | LuongState
+                    ) -> tuple[Tensor, Seq2SeqState | AttentionState | LuongState]:
         logits, state = super().decode_step(prev_tokens, state)
         step_weights = self.decoder.attention_weights
         assert step_weights is not None  # set by the decoder's forward
         self.last_attention_weights = step_weights[:, 0]  # (B, S)
         return logits, state
+
+
+class LuongSeq2Seq(AttentionSeq2Seq):
+    """GRU encoder-decoder with Luong et al.'s (2015) attention and, by default, input feeding.
+
+    The encoder is :class:`AttentionSeq2Seq`'s; the decoder is :class:`LuongDecoder`: GRU step
+    first, then "general" multiplicative attention with the new state h_t as the query, then
+    the attentional hidden state h~_t = tanh(W_c [c_t; h_t]) predicts the word and (input
+    feeding) joins the next step's input.
+
+    Args:
+        config: the hyperparameters.
+        bidirectional: a bidirectional encoder, as in :class:`AttentionSeq2Seq`.
+        input_feeding: feed h~_{t-1} into step t (default True, Luong et al.'s best setting).
+
+    Shape:
+        As :class:`AttentionSeq2Seq`: ``forward`` -> logits (B, L, V) and
+        ``attention_weights`` (B, L, S); ``decode_step`` -> (logits (B, V), state) and
+        ``last_attention_weights`` (B, S).
+    """
+
+    decoder: LuongDecoder  # type: ignore[assignment]
+
+    def __init__(self, config: Seq2SeqConfig, bidirectional: bool = False, input_feeding: bool = True) -> None:
+        # AttentionSeq2Seq's encode, forward and decode_step serve as they are; only the decoder differs
+        _EncoderDecoder.__init__(self, config, LuongDecoder, bidirectional=bidirectional,
+                                 input_feeding=input_feeding)
+        self.attention_weights: Tensor | None = None
+        self.last_attention_weights: Tensor | None = None

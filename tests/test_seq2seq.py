@@ -1,4 +1,4 @@
-"""Tests for course_lib.seq2seq: GRU encoder-decoder and Bahdanau attention."""
+"""Tests for course_lib.seq2seq: GRU encoder-decoder, Bahdanau and Luong attention."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from course_lib.seq2seq import (
     AttentionSeq2Seq,
     AttentionState,
     GRUEncoder,
+    LuongSeq2Seq,
+    LuongState,
     Seq2Seq,
     Seq2SeqConfig,
     Seq2SeqState,
@@ -26,7 +28,14 @@ class BidirectionalAttentionSeq2Seq(AttentionSeq2Seq):
         super().__init__(config, bidirectional=True)
 
 
-MODELS = [Seq2Seq, AttentionSeq2Seq, BidirectionalAttentionSeq2Seq]
+class LuongWithoutInputFeeding(LuongSeq2Seq):
+    """Luong's decoder without input feeding, as a class for parametrize."""
+
+    def __init__(self, config: Seq2SeqConfig) -> None:
+        super().__init__(config, input_feeding=False)
+
+
+MODELS = [Seq2Seq, AttentionSeq2Seq, BidirectionalAttentionSeq2Seq, LuongSeq2Seq, LuongWithoutInputFeeding]
 SRC_V, TGT_V = 11, 13
 
 
@@ -69,7 +78,7 @@ def test_shapes(cls):
     assert logits.shape == (4, TGT_V)
     assert state.hidden.shape == (2, 4, 8)
     if issubclass(cls, AttentionSeq2Seq):
-        assert isinstance(state, AttentionState) and state.enc_outputs.shape == (4, 7, 8)
+        assert isinstance(state, (AttentionState, LuongState)) and state.enc_outputs.shape == (4, 7, 8)
         assert model.last_attention_weights.shape == (4, 7)
         model(src, lens, tgt)
         assert model.attention_weights.shape == (4, 5, 7)
@@ -322,6 +331,89 @@ def test_plain_decoder_feeds_the_same_context_at_every_step():
     _, _, final = _step_through(model, src, lens, tgt)
     assert torch.equal(final.context, state.context)
     assert not torch.allclose(final.hidden, state.hidden)
+
+
+
+# --------------------------------------------------------------------------- Luong attention
+
+
+def _luong_step_by_hand(model, tokens, state):
+    """One step of Luong et al.'s decoder from the equations: (logits, h_t, h~_t, alpha)."""
+    dec = model.decoder
+    x = dec.embedding(tokens)  # (B, E)
+    if dec.input_feeding:
+        x = torch.cat([x, state.attentional], dim=-1)  # (B, E + h): [e(y_{t-1}); h~_{t-1}]
+    out, hidden = dec.rnn(x[:, None], state.hidden)
+    h_t = out[:, 0]  # (B, h): the query is the state *after* this step
+    h = state.enc_outputs  # (B, S, h)
+    scores = torch.einsum("bd,bsd->bs", h_t @ dec.attention.W_a.weight, h)  # h_t^T W_a h_j
+    padded = torch.arange(h.shape[1])[None] >= state.src_valid_lens[:, None]
+    alpha = F.softmax(scores.masked_fill(padded, -math.inf), dim=-1)  # (B, S)
+    context = (alpha[:, :, None] * h).sum(1)  # (B, h)
+    attentional = torch.tanh(torch.cat([context, h_t], dim=-1) @ dec.W_c.weight.T)  # h~_t = tanh(W_c [c_t; h_t])
+    return dec.dense(attentional), hidden, attentional, alpha
+
+
+@pytest.mark.parametrize("cls", [LuongSeq2Seq, LuongWithoutInputFeeding])
+def test_luong_steps_match_hand_written_reference(cls):
+    model = _model(cls)
+    src, lens, tgt = _batch()
+    state = model.encode(src, lens)
+    assert isinstance(state, LuongState) and torch.equal(state.attentional, torch.zeros(4, 8, dtype=torch.float64))
+    for t in range(3):
+        ref_logits, ref_hidden, ref_attentional, ref_alpha = _luong_step_by_hand(model, tgt[:, t], state)
+        logits, state = model.decode_step(tgt[:, t], state)
+        torch.testing.assert_close(logits, ref_logits, rtol=0, atol=1e-12)
+        torch.testing.assert_close(state.hidden, ref_hidden, rtol=0, atol=1e-12)
+        torch.testing.assert_close(state.attentional, ref_attentional, rtol=0, atol=1e-12)
+        torch.testing.assert_close(model.last_attention_weights, ref_alpha, rtol=0, atol=1e-12)
+        # masked source positions get exactly zero weight; real ones share all of it
+        padded = torch.arange(7)[None] >= lens[:, None]
+        assert torch.all(ref_alpha[padded] == 0) and torch.all(ref_alpha[~padded] > 0)
+        torch.testing.assert_close(ref_alpha.sum(-1), torch.ones(4, dtype=torch.float64), rtol=0, atol=1e-12)
+    assert model.decoder.rnn.input_size == 6 + (8 if model.decoder.input_feeding else 0)
+
+
+def test_input_feeding_puts_the_last_attentional_state_into_the_next_input():
+    fed, unfed = _model(LuongSeq2Seq), _model(LuongWithoutInputFeeding)
+    src, lens, tgt = _batch()
+    for model in (fed, unfed):
+        state = model.encode(src, lens)
+        _, state = model.decode_step(tgt[:, 0], state)
+        assert not torch.allclose(state.attentional, torch.zeros_like(state.attentional))
+        # The same step 2 from a state whose h~_1 is replaced: with input feeding the next step
+        # changes (the GRU reads h~_1), without it nothing changes (h~_1 is only an output).
+        changed = LuongState(state.enc_outputs, state.src_valid_lens, state.hidden, state.projected_keys,
+                             torch.randn_like(state.attentional))
+        logits, _ = model.decode_step(tgt[:, 1], state)
+        logits_changed, _ = model.decode_step(tgt[:, 1], changed)
+        if model.decoder.input_feeding:
+            assert not torch.allclose(logits, logits_changed)
+        else:
+            assert torch.equal(logits, logits_changed)
+    # With input feeding, the first step's attention changes the second step's GRU input
+    # (and so its attention weights): the two models differ from the second step on.
+    fed_logits = fed(src, lens, tgt)
+    torch.testing.assert_close(fed.decoder.attention_weights.sum(-1), torch.ones(4, 5, dtype=torch.float64),
+                               rtol=0, atol=1e-12)
+    state = fed.encode(src, lens)
+    _, state = fed.decode_step(tgt[:, 0], state)
+    x_fed = torch.cat([fed.decoder.embedding(tgt[:, 1]), state.attentional], dim=-1)  # (B, E + h)
+    out, _ = fed.decoder.rnn(x_fed[:, None], state.hidden)
+    torch.testing.assert_close(fed.decoder.attend(out, state)[1][:, 0], fed.attention_weights[:, 1],
+                               rtol=0, atol=1e-12)
+    assert fed_logits.shape == (4, 5, TGT_V)
+
+
+def test_luong_attend_with_cached_keys_equals_multiplicative_attention_module():
+    model = _model(LuongSeq2Seq)
+    src, lens, tgt = _batch()
+    state = model.encode(src, lens)
+    queries = torch.randn(4, 3, 8, dtype=torch.float64)
+    fast, fast_weights = model.decoder.attend(queries, state)
+    slow = model.decoder.attention(queries, state.enc_outputs, state.enc_outputs, lens)
+    torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fast_weights, model.decoder.attention.attention_weights, rtol=0, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- training and decoding
