@@ -44,7 +44,7 @@ from typing import Sequence
 from course_grader.i18n import N_, files_language, gettext_for, translate_message
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.policy import SANDBOX_UID_BASE, WATCHDOG_GRACE_SECONDS
-from course_grader.runner import NotebookResult, Status, SubmissionResult, TestOutcome
+from course_grader.results import NotebookResult, Status, SubmissionResult, TestOutcome
 from course_grader.sinks import terminal, terminal_block
 from course_grader.sandbox import (SANDBOX_UID_ENV, SandboxConfig, descendants, kill_descendants,
                                         set_child_subreaper)
@@ -619,7 +619,7 @@ def _apply_refusals(assignment: Assignment, res: SubmissionResult, refused: dict
     """Put the notebooks refused at reading (sent to grading as missing) back as refused."""
     if not refused:
         return
-    from course_grader.runner import worst
+    from course_grader.results import worst
     res.notebooks = [_refused_notebook(assignment, nb.notebook, refused[nb.notebook]) if nb.notebook in refused
                      else nb for nb in res.notebooks]
     res.status = worst([nb.status for nb in res.notebooks])

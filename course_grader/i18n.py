@@ -101,39 +101,62 @@ def translation(language: str) -> gettext.NullTranslations:
 #: A message longer than this is shown as it is (matching it against the templates would cost
 #: time on text the learner's code can make arbitrarily long; the grader caps messages anyway).
 MAX_MATCHED = 600
-_FIELD = re.compile(r"\{(\w+)\}")
+_FIELD = re.compile(r"\{(\w+)\}")  # over the catalogue's own msgids only, never a message
 
 
 @lru_cache(maxsize=None)
-def _templates(language: str) -> tuple[tuple[re.Pattern[str], str], ...]:
-    """The catalogue's messages with ``{fields}`` as patterns: the literal text must match, each
-    field matches any text on one line. Longest literal first; all-field messages are left out."""
+def _templates(language: str) -> tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...]:
+    """The catalogue's messages with ``{fields}``, split into literal pieces and field names:
+    ``"a {x} b {y}"`` is ``(("a ", " b ", ""), ("x", "y"), msgstr)``. Longest literal first;
+    messages that are mostly fields (under 3 word characters of literal text) are left out."""
     trans = translation(language)
     out = []
     for msgid, msgstr in getattr(trans, "_catalogue", {}).items():
-        names = _FIELD.findall(msgid)
+        names = tuple(_FIELD.findall(msgid))
         literal = _FIELD.sub("", msgid)
-        if not names or len(re.sub(r"\W", "", literal)) < 3:
+        if not names or sum(ch.isalnum() or ch == "_" for ch in literal) < 3:
             continue
-        parts, last, seen = [], 0, set()
-        for m in _FIELD.finditer(msgid):
-            name = m.group(1)
-            parts.append(re.escape(msgid[last:m.start()]) + (f"(?P={name})" if name in seen else f"(?P<{name}>[^\n]*?)"))
-            seen.add(name)
-            last = m.end()
-        parts.append(re.escape(msgid[last:]))
-        out.append((len(literal), re.compile("".join(parts), re.S), msgstr))
-    return tuple((rx, msgstr) for _, rx, msgstr in sorted(out, key=lambda t: -t[0]))
+        pieces = tuple(_FIELD.split(msgid)[::2])  # split keeps the group: literal, name, literal, ...
+        out.append((len(literal), pieces, names, msgstr))
+    return tuple((pieces, names, msgstr) for _, pieces, names, msgstr in sorted(out, key=lambda t: -t[0]))
+
+
+def _match(message: str, pieces: tuple[str, ...], names: tuple[str, ...]) -> dict[str, str] | None:
+    """The fields of ``message`` read as the template ``pieces``/``names``, or None.
+
+    No regular expression and no backtracking: the first piece must be a prefix and the last a
+    suffix; each piece between is taken at its first place after the previous one (``str.find``,
+    linear); a field is one line of text, and a field named twice must read the same twice. So
+    one template costs one pass over the message, and a message the learner's code shaped cannot
+    make the grader's process work harder than its length."""
+    first, last = pieces[0], pieces[-1]
+    if len(message) < len(first) + len(last) or not message.startswith(first) or not message.endswith(last):
+        return None
+    end = len(message) - len(last)
+    pos, fields = len(first), {}
+    for i, name in enumerate(names):
+        if i + 1 < len(names):
+            at = message.find(pieces[i + 1], pos, end)
+            if at < 0:
+                return None
+        else:
+            at = end
+        value = message[pos:at]
+        if "\n" in value or fields.setdefault(name, value) != value:
+            return None
+        pos = at + len(pieces[i + 1])
+    return fields if pos == len(message) else None
 
 
 def translate_message(message: str, language: str | None, _depth: int = 0) -> str:
     """A message the grader made in English (a check's failure, a test's or a cell's status, a
     note) in ``language``: an exact catalogue entry, or a marked template (``N_("... {name} ...")``)
-    whose literal text matches, translated with its fields filled in (each field translated in
-    turn: a message may quote another). Anything else, such as the learner's own exception
-    text, is left as it is."""
+    whose literal text matches (:func:`_match`, linear), translated with its fields filled in
+    (each field translated in turn, at most three levels deep: a message may quote another).
+    Anything else, such as the learner's own exception text, is left as it is; a message over
+    :data:`MAX_MATCHED` characters is not matched at all."""
     language = language or DEFAULT
-    if language == DEFAULT or not isinstance(message, str) or not message or len(message) > MAX_MATCHED:
+    if language == DEFAULT or type(message) is not str or not message or len(message) > MAX_MATCHED:
         return message
     trans = translation(language)
     exact = trans.gettext(message)
@@ -141,10 +164,10 @@ def translate_message(message: str, language: str | None, _depth: int = 0) -> st
         return exact
     if _depth >= 3:
         return message
-    for rx, msgstr in _templates(language):
-        m = rx.fullmatch(message)
-        if m:
-            return msgstr.format(**{k: translate_message(v, language, _depth + 1) for k, v in m.groupdict().items()})
+    for pieces, names, msgstr in _templates(language):
+        fields = _match(message, pieces, names)
+        if fields is not None:
+            return msgstr.format(**{k: translate_message(v, language, _depth + 1) for k, v in fields.items()})
     return message
 
 

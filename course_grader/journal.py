@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_grader.gradebook import atomic_write, safe_name
-from course_grader.runner import SubmissionRefused, SubmissionResult, read_submission
+from course_grader.results import SubmissionResult
+from course_grader.submission import SubmissionRefused, read_submission
 
 __all__ = ["GradedFiles", "snapshot_submissions", "Journal"]
 

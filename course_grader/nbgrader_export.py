@@ -23,7 +23,8 @@ from pathlib import Path
 from course_grader.feedback import render_html
 from course_grader.i18n import N_
 from course_grader.notebook import Assignment, NotebookError
-from course_grader.runner import SubmissionRefused, SubmissionResult, read_submission
+from course_grader.results import SubmissionResult
+from course_grader.submission import SubmissionRefused, read_submission
 
 __all__ = ["NbgraderCourse", "load_course", "export_to_nbgrader", "find_course_root"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import time
 from dataclasses import dataclass, field
@@ -169,40 +170,23 @@ class RemoteObject:
     __str__ = __repr__
 
 
-def _encode_outgoing(value: Any, session: "Session", depth: int = 0) -> Any:
-    """Encode trusted values for the sandbox: plain data and proxies only."""
-    import numpy as np
-    import torch
-    if depth > protocol.MAX_DEPTH:
-        raise TypeError("value nested too deeply to send to the learner's code")
-    tp = type(value)
-    if tp in (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size):
-        return value
-    if isinstance(value, torch.Tensor):
-        if value.layout != torch.strided:
-            raise TypeError("only dense tensors can be sent to the learner's code")
-        return value.detach().cpu().clone().as_subclass(torch.Tensor)
-    if isinstance(value, np.ndarray) and value.dtype != object:
-        return {"__t": "ndarray", "v": torch.from_numpy(np.ascontiguousarray(value)).clone()}
-    if isinstance(value, np.generic):
-        return value.item()
-    if tp is RemoteObject:
-        if value._ro_gen != session.generation:
-            raise SandboxDied("the sandbox was restarted; this learner object no longer exists")
-        return {"__t": "ref", "id": value._ro_id}
-    if tp is slice:
-        return {"__t": "slice", "v": [_encode_outgoing(v, session, depth + 1)
-                                      for v in (value.start, value.stop, value.step)]}
-    if value is Ellipsis:
-        return {"__t": "ellipsis"}
-    if tp in (list, tuple):
-        items = [_encode_outgoing(v, session, depth + 1) for v in value]
-        return items if tp is list else tuple(items)
-    if isinstance(value, dict):
-        return {"__t": "dict", "ordered": tp is not dict,
-                "items": [[k, _encode_outgoing(v, session, depth + 1)] for k, v in value.items()]}
-    raise TypeError(f"cannot send a {tp.__name__} to the learner's code (only tensors, numbers, strings "
-                    "and containers of those, or the learner's own objects)")
+def _encode_outgoing(value: Any, session: "Session") -> Any:
+    """Encode trusted values for the sandbox (:func:`protocol.encode`): plain data by value, the
+    learner's own objects as references, anything else refused."""
+    def fallback(obj: Any) -> Any:
+        import torch
+        if type(obj) is RemoteObject:
+            if obj._ro_gen != session.generation:
+                raise SandboxDied("the sandbox was restarted; this learner object no longer exists")
+            return {"__t": "ref", "id": obj._ro_id}
+        if isinstance(obj, torch.Tensor) and obj.layout == torch.strided and not obj.is_quantized:
+            return protocol.encode(obj.as_subclass(torch.Tensor), fallback)  # a subclass the grader made
+        if isinstance(obj, dict) and type(obj) is not dict:
+            return protocol.encode(dict(obj), fallback)
+        raise TypeError(f"cannot send a {type(obj).__name__} to the learner's code (only tensors, numbers, strings "
+                        "and containers of those, nested at most "
+                        f"{protocol.MAX_DEPTH} deep, or the learner's own objects)")
+    return protocol.encode(value, fallback)
 
 
 class Session:
@@ -424,12 +408,20 @@ class Session:
             if module is not None:
                 ns[alias] = module
         if self.trusted_imports:
-            for stmt in ast.parse(self.trusted_imports).body:
+            for code in _compiled_imports(self.trusted_imports):
                 try:
-                    exec(compile(ast.Module(body=[stmt], type_ignores=[]), "<trusted imports>", "exec"), ns)
+                    exec(code, ns)
                 except Exception:  # noqa: BLE001 - an optional import the grader lacks
                     pass
         return ns
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_imports(source: str) -> tuple[Any, ...]:
+    """The answer key's import statements (instructor code), compiled once per grading process,
+    one code object per statement (an import the grader lacks skips only itself)."""
+    return tuple(compile(ast.Module(body=[stmt], type_ignores=[]), "<trusted imports>", "exec")
+                 for stmt in ast.parse(source).body)
 
 
 class _ModuleName:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import io
 import os
 import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from course_grader import checks, variants
 from course_grader.i18n import N_, notebook_language
@@ -122,7 +124,7 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
         return out
     filename = f"<test {test.grade_id}>"
     try:
-        code = compile(source_text, filename, "exec")
+        code = _compiled_test(source_text, filename)
     except SyntaxError as exc:
         out.message = N_("the test cell does not compile ({error}); tell your teacher").format(error=exc.msg)
         return out
@@ -158,6 +160,21 @@ def _run_test(session: Session | None, test: TestCell, column: str, seed_base: b
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled_test(source: str, filename: str) -> Any:
+    """A test cell (the answer key's) compiled once per grading process, not once per learner."""
+    return compile(source, filename, "exec")
+
+
+@functools.lru_cache(maxsize=256)
+def _test_names(source: str) -> frozenset[str]:
+    """The names a test cell (the answer key's) uses, parsed once per grading process."""
+    try:
+        return frozenset(n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name))
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+
+
 def _names_used(code: str) -> dict[str, set[str]] | None:
     """Top-level functions and classes defined in ``code`` -> the names each one uses
     (parsed, never run; None when the cell does not parse as Python)."""
@@ -177,6 +194,9 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
     own check says so: "DotProductAttention uses your masked_softmax, which failed its own
     check test_masked_softmax; fix it first" (issue 19: otherwise the two correct classes
     built on a wrong masked_softmax fail with no pointer to the cause)."""
+    failed = [o for o in outcomes if not o.passed and not o.skipped]
+    if len(failed) < 2:  # a pointer names another failed check
+        return
     defs: dict[str, set[str]] = {}
     for step in steps:
         if step.kind == "learner" and len(step.source) < 200_000:
@@ -185,12 +205,7 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
         return
     subjects: dict[str, set[str]] = {}
     for test in tests:
-        try:
-            used = {n.id for n in ast.walk(ast.parse(test.source)) if isinstance(n, ast.Name)}
-        except (SyntaxError, ValueError, RecursionError):
-            used = set()
-        subjects[test.grade_id] = used & set(defs)
-    failed = [o for o in outcomes if not o.passed and not o.skipped]
+        subjects[test.grade_id] = _test_names(test.source) & set(defs)
     for out in failed:
         hints = []
         for name in sorted(subjects.get(out.grade_id, ())):

@@ -59,6 +59,18 @@ def test_rendering_feedback_does_not_import_torch():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_grading_parent_imports_no_torch():
+    """The process a teacher starts (the CLI, the journal, the gradebook, the nbgrader export, the
+    sandbox's trusted side) needs no torch: only workers and sandboxes run tests. Importing it
+    cost the grading parent ~1.7 s of CPU per run (through runner.py, then protocol.py)."""
+    code = ("import sys, course_grader.cli, course_grader.journal, course_grader.nbgrader_export, "
+            "course_grader.sandbox, course_grader.protocol, course_grader.preflight; "
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.sandbox
 def test_self_check_parses_the_notebook_inside_the_sandbox(tmp_path):
     """600 lines of magics cost the checking process about 12 s of CPU (IPython's transformer

@@ -68,16 +68,45 @@ def test_odd_json_is_an_invalid_notebook_not_a_grader_error(tmp_path, kind):
 
 # -- class 2: the trusted side bounds what it decodes -----------------------------------------
 
+def _raw_payload(control: bytes, values: bytes = b"") -> bytes:
+    """A payload as a rewritten sandbox could write it: JSON length, JSON, values archive."""
+    return len(control).to_bytes(4, "big") + control + values
+
+
+def _saved(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
 def test_shared_references_do_not_expand_in_decode():
     leaf: list = [0.0]
     value: list = leaf
-    for _ in range(4):  # 1000**4 nodes by reference, a few kilobytes on the wire
+    for _ in range(4):  # 1000**4 nodes by reference, a few kilobytes in a pickle
         value = [value] * 1000
-    payload = protocol.pack(value)
-    assert len(payload) < 100_000
+    shared = _saved([value])
+    assert len(shared) < 100_000
     with _deadline(20):
+        # the values archive holds leaves only: a container there (which could share) is refused
+        with pytest.raises(protocol.ProtocolError, match="not a list of leaves|among the values"):
+            protocol.unpack(_raw_payload(b'{"__t":"leaf","i":0}', shared))
+        # JSON cannot share, so many nodes cost as many bytes, and the decode budget stops them
+        many = _raw_payload(b"[" + b",".join([b"0"] * (protocol.MAX_NODES + 10)) + b"]")
         with pytest.raises(protocol.ProtocolError, match="parts"):
-            protocol.decode(protocol.unpack(payload[protocol.header_size():]), None)
+            protocol.decode(protocol.unpack(many), None)
+        # one tensor named over and over counts each time
+        refs = b"[" + b",".join([b'{"__t":"leaf","i":0}'] * 300) + b"]"
+        with pytest.raises(protocol.ProtocolError, match="bytes"):
+            protocol.decode(protocol.unpack(_raw_payload(refs, _saved([torch.zeros(2**20)]))), None)
+
+
+def test_malformed_frames_are_refused_not_crashed_on():
+    for payload in (b"", b"\x00\x00\x00\x09{}", _raw_payload(b"{"), _raw_payload(b"\xff"),
+                    _raw_payload(b'{"__t":"leaf","i":3}', _saved([1.5])), _raw_payload(b'{"__t":"leaf","i":0}'),
+                    _raw_payload(b'{"__t":"tuple","v":1}'), _raw_payload(b"[" * 100_000 + b"]" * 100_000),
+                    _raw_payload(b"1", _saved({"a": torch.ones(1)})), _raw_payload(b"1", b"PK not an archive")):
+        with pytest.raises(protocol.ProtocolError):
+            protocol.unpack(payload)
 
 
 def test_a_tensor_that_describes_more_than_it_stores_is_refused():
@@ -96,10 +125,10 @@ def test_a_compressed_record_is_checked_after_decompression():
     with zipfile.ZipFile(out, "w") as z:
         for info in plain.infolist():
             z.writestr(info.filename, plain.read(info.filename), compress_type=zipfile.ZIP_DEFLATED)
-    payload = out.getvalue()
-    assert len(payload) < protocol.MAX_MESSAGE_BYTES // 100  # passes the check on the compressed size
-    with pytest.raises(protocol.ProtocolError):
-        protocol.unpack(payload)
+    archive = out.getvalue()
+    assert len(archive) < protocol.MAX_MESSAGE_BYTES // 100  # passes the check on the compressed size
+    with pytest.raises(protocol.ProtocolError, match="compressed"):
+        protocol.unpack(_raw_payload(b'{"__t":"leaf","i":0}', archive))
 
 
 def test_ordinary_results_still_decode():
@@ -107,6 +136,31 @@ def test_ordinary_results_still_decode():
     payload = protocol.pack(value)
     got = protocol.decode(protocol.unpack(payload[protocol.header_size():]), None)
     assert torch.equal(got["w"], torch.ones(3, 4)) and got["n"] == [1, 2.5, "x"]
+    # values JSON cannot hold exactly travel as leaves; tuples stay tuples, lone surrogates stay
+    odd = (b"\x00raw", 1 + 2j, 2**70, float("inf"), -0.0, torch.int8, torch.Size([2, 3]), "jos\udce9", None, True)
+    back = protocol.decode(protocol.unpack(protocol.pack([odd, ("x",)])[protocol.header_size():]), None)
+    assert back == [odd, ("x",)] and [type(v) for v in back[0]] == [type(v) for v in odd]
+    assert str(back[0][4]) == "-0.0"
+
+
+def test_one_encoder_for_both_sides():
+    """The sandbox and the grader encode with protocol.encode; no second encoder is left."""
+    import inspect
+
+    import numpy as np
+
+    from course_grader import rpc, sandbox_main
+    handles = []
+    wire = protocol.encode({"a": (np.arange(3), np.float32(2.5), slice(1, None), ...), "o": object()},
+                           lambda obj: handles.append(obj) or {"__t": "handle", "id": len(handles)})
+    assert len(handles) == 1 and wire["items"][1][1] == {"__t": "handle", "id": 1}
+    got = protocol.decode(protocol.unpack(protocol.pack(wire)[protocol.header_size():]), lambda d: ("proxy", d["id"]))
+    arr, scalar, sl, ell = got["a"]
+    assert arr.tolist() == [0, 1, 2] and scalar == 2.5 and sl == slice(1, None) and ell is Ellipsis
+    assert got["o"] == ("proxy", 1)
+    sources = inspect.getsource(sandbox_main) + inspect.getsource(rpc)
+    assert "protocol.encode(" in inspect.getsource(sandbox_main.Server.encode)
+    assert "torch.from_numpy" not in sources and '"__t": "ndarray"' not in sources
 
 
 # -- class 4: outputs a teacher opens --------------------------------------------------------

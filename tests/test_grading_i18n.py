@@ -9,6 +9,7 @@ import ast
 import json
 import re
 import string
+import time
 from pathlib import Path
 
 import polib
@@ -199,3 +200,63 @@ def test_about_the_checks_cell_follows_the_notebook_language():
     assert released("zh-CN").startswith("**关于检查。** 本笔记本满分 3 分，全部由可见的测试单元格决定")
     assert released(None).startswith("**About the checks.** This notebook is worth 3 points, all decided")
     assert released({"x": 1}).startswith("**About the checks.**")
+
+
+# -- learner text through the templates, in the trusted process: linear (issue 29) -------------
+
+def _regex_translate(message: str, language: str, only: tuple | None = None) -> str:
+    """The matcher before issue 29 (a deliberately super-linear control): each template (or the
+    one given) as a regular expression with lazy one-line groups, tried with fullmatch."""
+    for pieces, names, msgstr in [only] if only else i18n._templates(language):
+        parts = [re.escape(pieces[0])]
+        for name, piece in zip(names, pieces[1:]):
+            parts.append(f"(?P={name})" if f"(?P<{name}>" in "".join(parts) else f"(?P<{name}>[^\n]*?)")
+            parts.append(re.escape(piece))
+        if re.fullmatch("".join(parts), message, re.S):
+            return msgstr
+    return message
+
+
+def _adversarial(pieces: tuple[str, ...], size: int) -> str:
+    """A message a learner's exception text could be: the template's first piece, then its
+    second piece over and over (each a place a lazy group could end), then its last piece."""
+    body = (pieces[1] or " ") + "x"
+    return (pieces[0] + body * (size // len(body) + 1))[:size - len(pieces[-1])] + pieces[-1]
+
+
+def _cpu_per_char(translate, message: str) -> float:
+    """CPU seconds per character of one translation (process time, repeated to at least 0.2 s)."""
+    runs, start = 0, time.process_time()
+    while True:
+        translate(message, "zh_CN")
+        runs += 1
+        spent = time.process_time() - start
+        if spent >= 0.2:
+            return spent / runs / len(message)
+
+
+def _growth(translate, template, small: int, big: int) -> float:
+    """How much more each character costs at ``big`` than at ``small`` (1: linear)."""
+    return _cpu_per_char(translate, _adversarial(template, big)) / _cpu_per_char(translate, _adversarial(template, small))
+
+
+def test_translating_learner_text_is_linear(monkeypatch):
+    """translate_message matches the catalogue's templates over messages that can quote the
+    learner's text, in the grader's own process. A 200 KB message shaped against the templates
+    costs per character what a 2 KB one costs (the cap of MAX_MATCHED characters lifted to
+    measure the matcher itself); the old regex matcher fails the same measure."""
+    templates = sorted((t for t in i18n._templates("zh_CN") if len(t[1]) >= 3 and t[0][1].strip()),
+                       key=lambda t: -len(t[1]))[:3]
+    assert templates, "no template with three fields to shape a message against"
+    monkeypatch.setattr(i18n, "MAX_MATCHED", 10**6)
+    for pieces, names, _ in templates:
+        growth = _growth(i18n.translate_message, pieces, 2_000, 200_000)
+        assert growth < 4, f"{pieces}: a character of a 200 KB message costs {growth:.1f}x one of a 2 KB message"
+    # the control: the same measure catches a super-linear matcher (sizes kept small: it is slow)
+    pieces = templates[0][0]
+    old = _growth(lambda message, language: _regex_translate(message, language, templates[0]), pieces, 300, 6_000)
+    assert old > 4, f"the control grew only {old:.1f}x"
+    # and with the cap in place a long message is never matched at all
+    monkeypatch.undo()
+    long = _adversarial(pieces, 200_000)
+    assert i18n.translate_message(long, "zh_CN") is long

@@ -130,9 +130,10 @@ class SneakyTensor(torch.Tensor):
 
 def test_protocol_refuses_tensor_subclasses_and_objects():
     buf = io.BytesIO()
-    torch.save(torch.ones(2).as_subclass(SneakyTensor), buf)
-    with pytest.raises(protocol.ProtocolError):
-        protocol.unpack(buf.getvalue())
+    torch.save([torch.ones(2).as_subclass(SneakyTensor)], buf)  # as the values archive of a message
+    control = b'{"__t":"leaf","i":0}'
+    with pytest.raises(protocol.ProtocolError, match="transferred safely"):
+        protocol.unpack(len(control).to_bytes(4, "big") + control + buf.getvalue())
     with pytest.raises(protocol.ProtocolError):
         protocol.decode({"a": 1}, None)  # untagged dict
     with pytest.raises(protocol.ProtocolError):
