@@ -36,8 +36,8 @@ from typing import Any
 from course_lib.flash import count_tiles, online_softmax, tiled_attention
 from course_lib.gpt import GPT, GPTConfig
 from course_lib.gqa import GroupedQueryAttention, kv_cache_bytes_per_token, repeat_kv
-from course_lib.local_attention import layers_to_connect, sliding_window_attention, sliding_window_mask
-from course_lib.masking import causal_mask, masked_softmax, valid_lens_to_key_padding_mask, valid_lens_to_mask
+from course_lib.local_attention import layers_to_connect, sliding_window_attention, sliding_window_may_attend
+from course_lib.masking import causal_may_attend, masked_softmax, valid_lens_to_may_attend, valid_lens_to_real_keys
 from course_lib.multihead import KVCache, MultiHeadAttention, merge_heads, split_heads
 from course_lib.positional import LearnedPositionalEmbedding, PositionalEncoding, shift_matrix, sinusoidal_encoding
 from course_lib.printing import fmt
@@ -65,8 +65,8 @@ __all__ = sorted([
     "count_tiles", "online_softmax", "tiled_attention",  # flash
     "GPT", "GPTConfig",  # gpt
     "GroupedQueryAttention", "kv_cache_bytes_per_token", "repeat_kv",  # gqa
-    "layers_to_connect", "sliding_window_attention", "sliding_window_mask",  # local_attention
-    "causal_mask", "masked_softmax", "valid_lens_to_key_padding_mask", "valid_lens_to_mask",  # masking
+    "layers_to_connect", "sliding_window_attention", "sliding_window_may_attend",  # local_attention
+    "causal_may_attend", "masked_softmax", "valid_lens_to_may_attend", "valid_lens_to_real_keys",  # masking
     "KVCache", "MultiHeadAttention", "merge_heads", "split_heads",  # multihead
     "LearnedPositionalEmbedding", "PositionalEncoding", "shift_matrix", "sinusoidal_encoding",  # positional
     "fmt",  # printing
@@ -83,4 +83,8 @@ def __getattr__(name: str) -> Any:
 
         plots = importlib.import_module("course_lib.plots")
         return plots if name == "plots" else getattr(plots, name)
+    from course_lib.masking import _RENAMED, renamed_error
+
+    if name in _RENAMED:
+        raise renamed_error(name, "course_lib")
     raise AttributeError(f"module 'course_lib' has no attribute {name!r}")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.data import check_config
-from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask
+from course_lib.masking import causal_may_attend, valid_lens_to_real_keys
 from course_lib.multihead import (HeadsAttention, KVCache, _recording_attention, merge_heads, set_record_attention,
                                   split_heads)
 from course_lib.positional import LearnedPositionalEmbedding
@@ -112,7 +112,7 @@ class CausalSelfAttention(HeadsAttention):
         if self._records():  # softmax(Q K^T / sqrt(D)) V, written out, keeping the weights
             scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, t+T)
             if T > 1:  # query i sits at position t + i and sees keys j <= t + i
-                future = ~causal_mask(T, t + T, device=x.device)  # (T, t+T), True = masked out
+                future = ~causal_may_attend(T, t + T, device=x.device)  # (T, t+T), True = the future
                 # the most negative finite number, as in masking.masked_softmax (lesson 3); key 0
                 # is never masked, so no row is empty
                 scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
@@ -123,7 +123,7 @@ class CausalSelfAttention(HeadsAttention):
             self.attention_weights = None
             # is_causal lines query i up with key i: right without a cache. A cached step of
             # several queries needs the offset mask (True = may attend); a single query sees all.
-            offset = causal_mask(T, t + T, device=x.device) if t > 0 and T > 1 else None  # (T, t+T)
+            offset = causal_may_attend(T, t + T, device=x.device) if t > 0 and T > 1 else None  # (T, t+T)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=offset, dropout_p=dropout,
                                                is_causal=t == 0 and T > 1)  # (B, H, T, D)
         return self.resid_dropout(self.c_proj(merge_heads(y)))  # (B, T, E)
@@ -414,11 +414,11 @@ class MaskedLM(nn.Module):
         if ids.dim() != 2 or ids.shape[1] > self.config.max_len:
             raise ValueError(f"ids must have shape (B, T) with T <= max_len={self.config.max_len}, "
                              f"got {tuple(ids.shape)}")
-        padding = None
+        real = None
         if valid_lens is not None:
-            padding = valid_lens_to_key_padding_mask(valid_lens.to(ids.device), ids.shape[1])  # (B, T)
+            real = valid_lens_to_real_keys(valid_lens.to(ids.device), ids.shape[1])  # (B, T)
         x = self.dropout(self.embed_norm(self.positions(self.embedding(ids))))
-        logits = self.head(self.encoder(x, padding))  # (B, T, V)
+        logits = self.head(self.encoder(x, real))  # (B, T, V)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),

@@ -63,7 +63,7 @@ def test_causal_self_attention_matches_torch_mha() -> None:
         mha.out_proj.weight.copy_(attn.c_proj.weight)
         mha.out_proj.bias.copy_(attn.c_proj.bias.normal_())
     x = torch.randn(2, 6, 16, dtype=torch.double)
-    future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True = masked out (MHA convention)
+    future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # nn.MultiheadAttention: True = masked out
     expected, expected_w = mha(x, x, x, attn_mask=future, average_attn_weights=False)
     attn.record_attention = True
     torch.testing.assert_close(attn(x), expected)
