@@ -1,5 +1,10 @@
 """Grouped-query attention (GQA, Ainslie et al., 2023) and multi-query attention (MQA, Shazeer, 2019).
 
+    head_h = softmax((Q W_q^h)(K W_k^g)^T / sqrt(D) + M) V W_v^g,   g = floor(h / (H / G)):
+
+query head h uses key/value head g of its group, so only G key/value heads are projected
+and cached.
+
 Shape letters: B batch, L target (query) length, S source (key) length, E model size,
 H query heads, G key/value heads (``num_kv_heads``), D = E / H head size, t cached positions.
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from course_lib.alibi import ALiBi
 from course_lib.masking import REMOVED, reject_old_mask_names
 from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, attend_heads, split_heads
 from course_lib.rotary import RotaryEmbedding
@@ -63,6 +69,8 @@ class GroupedQueryAttention(HeadsAttention):
         bias: biases in the four projections.
         rotary: rotate queries and keys with :class:`course_lib.rotary.RotaryEmbedding`
             (then ``rotary_max_len`` bounds the positions).
+        alibi: add ALiBi's per-head distance penalty to the scores
+            (:class:`course_lib.alibi.ALiBi`; no bound on the positions).
 
     Shape:
         query (B, L, E), key and value (B, S, E) -> (B, L, E). With a ``cache`` (a
@@ -76,7 +84,8 @@ class GroupedQueryAttention(HeadsAttention):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, dropout: float = 0.0,
-                 bias: bool = True, rotary: bool = False, rotary_max_len: int = 2048) -> None:
+                 bias: bool = True, rotary: bool = False, rotary_max_len: int = 2048,
+                 alibi: bool = False) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
             raise ValueError(f"embed_dim, num_heads and num_kv_heads must be positive, got "
@@ -95,6 +104,7 @@ class GroupedQueryAttention(HeadsAttention):
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.rotary = RotaryEmbedding(self.head_dim, rotary_max_len) if rotary else None
+        self.alibi = ALiBi(num_heads) if alibi else None
 
     @classmethod
     def from_multihead(cls, mha: MultiHeadAttention) -> "GroupedQueryAttention":
@@ -136,7 +146,8 @@ class GroupedQueryAttention(HeadsAttention):
                 raise ValueError(f"real_keys must be (B, S)=({query.shape[0]}, {k.shape[2]}) and "
                                  f"cannot be combined with a cache; got {tuple(real_keys.shape)}")
             may_attend = real_keys[:, None, None, :]  # (B, 1, 1, S), True = real key
+        bias = None if self.alibi is None else self.alibi(q.shape[2], k.shape[2], dtype=q.dtype)  # (H, L, t+S)
         group = self.num_heads // self.num_kv_heads
         out, _ = attend_heads(self, q, repeat_kv(k, group), repeat_kv(v, group), self.out_proj, may_attend,
-                              is_causal=is_causal, need_weights=self._records())
+                              attn_bias=bias, is_causal=is_causal, need_weights=self._records())
         return out  # (B, L, E)
