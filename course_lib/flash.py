@@ -1,5 +1,9 @@
 """Attention without the T x T score matrix: the online softmax and FlashAttention's tiling.
 
+Reading scores s_1, s_2, ... one block at a time, keep per row m = max s and l = sum exp(s - m):
+a block that raises the maximum to m' updates l' = l exp(m - m') + sum exp(s - m') and the
+output accumulator acc' = acc exp(m - m') + sum exp(s - m') v; at the end O = acc / l.
+
 Shape letters: B batch, H heads, Q queries, K keys, D query/key size, Dv value size;
 ``...`` stands for any leading batch axes (e.g. B, H). Masks as in
 :func:`course_lib.scoring.scaled_dot_product_attention`: a boolean ``may_attend`` is True
@@ -46,7 +50,7 @@ import math
 import torch
 from torch import Tensor
 
-from course_lib.masking import REMOVED, reject_old_mask_names
+from course_lib.masking import REMOVED, check_mask_dtypes, reject_old_mask_names
 
 __all__ = [
     "online_softmax",
@@ -177,12 +181,7 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, may_attend: Tenso
     if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
         raise ValueError("query, key and value need at least 2 dimensions (..., T, D); got shapes "
                          f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-    if may_attend is not None and may_attend.dtype != torch.bool:
-        raise TypeError(f"may_attend must be a boolean tensor (True = may attend), got dtype "
-                        f"{may_attend.dtype}; pass a float mask added to the scores as attn_bias=")
-    if attn_bias is not None and attn_bias.dtype == torch.bool:
-        raise TypeError("attn_bias is added to the scores and must be a float tensor; pass a boolean "
-                        "mask as may_attend= (True = may attend)")
+    check_mask_dtypes(may_attend, attn_bias)
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ValueError(f"expected query (..., Q, D), key (..., K, D), value (..., K, Dv); got "
                          f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")

@@ -1,5 +1,7 @@
 """Local (sliding-window) attention: each query sees only the last ``window`` positions.
 
+    out_i = sum_{i - w < j <= i} softmax_j(q_i . k_j / sqrt(D)) v_j.
+
 Shape letters: B batch, H heads, Q queries, K keys, D head size, w window.
 
 Full causal attention lets query i attend to all i + 1 positions up to its own: O(T^2)

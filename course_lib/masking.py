@@ -1,5 +1,7 @@
 """Valid lengths, boolean masks and the masked softmax.
 
+    masked_softmax(s)_j = exp(s_j) / sum_{j' allowed} exp(s_j')  for an allowed key j, 0 otherwise.
+
 Shape letters: B batch, Q queries, K keys.
 
 One convention for the whole library, written into every name: a boolean mask is True
@@ -37,6 +39,7 @@ __all__ = [
     "masked_softmax",
     "softmax_may_attend",
     "reject_old_mask_names",
+    "check_mask_dtypes",
 ]
 
 # The names of earlier versions, whose polarity the name did not say, and what replaced them.
@@ -106,10 +109,14 @@ def reject_old_mask_names(where: str, **given: object) -> None:
                 f"Pass {_OLD_ARGUMENTS[name]}.")
 
 
-def _check_may_attend(may_attend: Tensor, what: str = "may_attend") -> None:
-    if may_attend.dtype != torch.bool:
-        raise TypeError(f"{what} must be a boolean tensor (True = may attend), got dtype "
+def check_mask_dtypes(may_attend: Tensor | None, attn_bias: Tensor | None = None) -> None:
+    """A TypeError unless ``may_attend`` is boolean and ``attn_bias`` is float (either may be None)."""
+    if may_attend is not None and may_attend.dtype != torch.bool:
+        raise TypeError(f"may_attend must be a boolean tensor (True = may attend), got dtype "
                         f"{may_attend.dtype}; pass a float mask added to the scores as attn_bias=")
+    if attn_bias is not None and attn_bias.dtype == torch.bool:
+        raise TypeError("attn_bias is added to the scores and must be a float tensor; pass a boolean "
+                        "mask as may_attend= (True = may attend)")
 
 
 def _check_valid_lens(valid_lens: Tensor, batch: int, num_queries: int, num_keys: int) -> None:
@@ -198,7 +205,7 @@ def combine_may_attend(*masks: Tensor | None) -> Tensor | None:
     for mask in masks:
         if mask is None:
             continue
-        _check_may_attend(mask)
+        check_mask_dtypes(mask)
         combined = mask if combined is None else combined & mask
     return combined
 
@@ -246,17 +253,12 @@ def softmax_may_attend(scores: Tensor, may_attend: Tensor | None, attn_bias: Ten
     a row with no key left: its weights are all zero (not 1/K, nor the NaN of a softmax over
     -inf).
     """
-    if may_attend is not None:
-        _check_may_attend(may_attend)
+    check_mask_dtypes(may_attend, attn_bias)
+    allowed: Tensor | None = may_attend
     if attn_bias is not None:
-        if attn_bias.dtype == torch.bool:
-            raise TypeError("attn_bias is added to the scores and must be a float tensor; pass a "
-                            "boolean mask as may_attend= (True = may attend)")
         blocked_by_bias = torch.isneginf(attn_bias)
         scores = scores + attn_bias.to(scores.dtype).masked_fill(blocked_by_bias, 0.0)
         allowed = ~blocked_by_bias if may_attend is None else may_attend & ~blocked_by_bias
-    else:
-        allowed = may_attend
     if allowed is None:
         return torch.softmax(scores, dim=-1)
     filled = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)

@@ -1,4 +1,10 @@
-"""Multi-head attention with ``torch.nn.MultiheadAttention``'s forward arguments.
+"""Multi-head attention with ``torch.nn.MultiheadAttention``'s constructor.
+
+    MultiHead(Q, K, V) = [head_1; ...; head_H] W_o,
+    head_h = softmax((Q W_q^h)(K W_k^h)^T / sqrt(D) + M) V W_v^h,
+
+where W_q^h, W_k^h, W_v^h are the E x D column blocks h of the E x E projections and M is
+the mask (0 where a query may attend, -inf elsewhere).
 
 Shape letters: B batch, L target (query) length, S source (key) length, E model size,
 H heads, D = E / H head size.
@@ -26,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import REMOVED, combine_may_attend, reject_old_mask_names
+from course_lib.masking import REMOVED, check_mask_dtypes, combine_may_attend, reject_old_mask_names
 from course_lib.scoring import scaled_dot_product_attention
 
 __all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention",
@@ -51,6 +57,16 @@ def merge_heads(x: Tensor) -> Tensor:
 
 class HeadsAttention(nn.Module):
     """Base of the course's multi-head attention modules, and their weights contract.
+
+    The rule for attention weights, the same in every attention module of the course (the
+    scoring modules, Nadaraya-Watson regression, the Bahdanau decoder, the multi-head
+    modules, GPT's, GQA, the ViT's): ``attention_weights`` holds the weights of the last
+    forward pass as one detached tensor, or None when that pass did not form them. A module
+    forms them whenever its computation needs them (the scoring modules and the Bahdanau
+    decoder always do); a multi-head module can skip them to take PyTorch's fused kernel,
+    and ``record_attention`` says when it may. Models stack them per layer in
+    ``attention_maps()``; a model for :mod:`course_lib.decoding` also sets
+    ``last_attention_weights``, one detached tensor whose first axis is the batch.
 
     Attributes:
         dropout_p: dropout probability on the attention weights, applied in training (the
@@ -224,8 +240,8 @@ class MultiHeadAttention(HeadsAttention):
             k, v = self.project_key_value(key, value)  # (B, H, S, D) each
         allowed = combine_may_attend(self._real_keys_view(real_keys, batch, src_len),
                                      self._pairs_view(may_attend, "may_attend", batch, tgt_len, src_len))
-        bias = self._pairs_view(attn_bias, "attn_bias", batch, tgt_len, src_len)
-        out, weights = self.attend(q, k, v, allowed, attn_bias=bias, is_causal=is_causal,
+        added = self._pairs_view(attn_bias, "attn_bias", batch, tgt_len, src_len)
+        out, weights = self.attend(q, k, v, allowed, attn_bias=added, is_causal=is_causal,
                                    need_weights=need_weights)
         if not self.batch_first:
             out = out.transpose(0, 1)  # (L, B, E)
@@ -265,12 +281,7 @@ class MultiHeadAttention(HeadsAttention):
         """``may_attend`` or ``attn_bias`` as a tensor that broadcasts to (B, H, L, S)."""
         if mask is None:
             return None
-        if name == "may_attend" and mask.dtype != torch.bool:
-            raise TypeError(f"may_attend must be a boolean tensor (True = may attend), got dtype {mask.dtype}; "
-                            "pass a float mask added to the scores as attn_bias=")
-        if name == "attn_bias" and mask.dtype == torch.bool:
-            raise TypeError("attn_bias is added to the scores and must be a float tensor; pass a boolean "
-                            "mask as may_attend= (True = may attend)")
+        check_mask_dtypes(*((mask, None) if name == "may_attend" else (None, mask)))
         if mask.dim() == 2:
             if tuple(mask.shape) != (tgt_len, src_len):
                 raise ValueError(f"a 2-D {name} must have shape (L, S)=({tgt_len}, {src_len}), "

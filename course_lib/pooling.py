@@ -253,7 +253,7 @@ class NadarayaWatsonRegression(nn.Module):
 
     Shape:
         queries (Q,), keys (K,), values (K,) or (K, Dv) -> (Q,) or (Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (Q, K) weights, detached.
     """
 
     def __init__(self, init_width: float = 1.0, kernel: str | Kernel = "gaussian") -> None:
@@ -275,9 +275,10 @@ class NadarayaWatsonRegression(nn.Module):
             raise ValueError(f"values must have shape (K,) or (K, Dv) with K={keys.shape[0]}, "
                              f"got {tuple(values.shape)}")
         width = self.width.to(queries.dtype)
-        self.attention_weights = nadaraya_watson_weights(queries, keys, kernel=self.kernel, width=width,
-                                                         may_attend=may_attend, attn_mask=attn_mask)
-        return self.attention_weights @ values.to(self.attention_weights.dtype)
+        weights = nadaraya_watson_weights(queries, keys, kernel=self.kernel, width=width,
+                                          may_attend=may_attend, attn_mask=attn_mask)  # (Q, K)
+        self.attention_weights = weights.detach()
+        return weights @ values.to(weights.dtype)
 
 
 def leave_one_out_mse(model: NadarayaWatsonRegression, x: Tensor, y: Tensor) -> Tensor:

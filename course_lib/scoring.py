@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import (REMOVED, causal_may_attend, combine_may_attend, masked_softmax,
+from course_lib.masking import (REMOVED, causal_may_attend, check_mask_dtypes, combine_may_attend, masked_softmax,
                                reject_old_mask_names, softmax_may_attend)
 
 __all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention", "MultiplicativeAttention"]
@@ -73,12 +73,7 @@ def scaled_dot_product_attention(
     """
     reject_old_mask_names("scaled_dot_product_attention", attn_mask=attn_mask)
     _check_qkv(query, key, value)
-    if may_attend is not None and may_attend.dtype != torch.bool:
-        raise TypeError(f"may_attend must be a boolean tensor (True = may attend), got dtype "
-                        f"{may_attend.dtype}; pass a float mask added to the scores as attn_bias=")
-    if attn_bias is not None and attn_bias.dtype == torch.bool:
-        raise TypeError("attn_bias is added to the scores and must be a float tensor; pass a boolean "
-                        "mask as may_attend= (True = may attend)")
+    check_mask_dtypes(may_attend, attn_bias)
     num_q, num_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # PyTorch's fused kernel, when the weights are not wanted. On CPU it has no fused version
@@ -128,7 +123,8 @@ class DotProductAttention(nn.Module):
     Shape:
         queries (B, Q, D), keys (B, K, D), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
     """
 
     def __init__(self, dropout: float = 0.0) -> None:
@@ -142,8 +138,9 @@ class DotProductAttention(nn.Module):
         if queries.dim() != 3:
             raise ValueError(f"queries must have shape (B, Q, D), got {tuple(queries.shape)}")
         scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])  # (B, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)
 
 
 def _check_module_inputs(module: str, queries: Tensor, keys: Tensor, values: Tensor, query_size: int, key_size: int) -> None:
@@ -176,7 +173,8 @@ class AdditiveAttention(nn.Module):
     Shape:
         queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
     """
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0) -> None:
@@ -198,8 +196,9 @@ class AdditiveAttention(nn.Module):
         decoder that asks one query per step of the same keys projects them once."""
         features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)  # (B, Q, Dv)
 
 
 class MultiplicativeAttention(nn.Module):
@@ -222,7 +221,8 @@ class MultiplicativeAttention(nn.Module):
     Shape:
         queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
         ``W_a.weight`` is the (query_size, key_size) matrix W_a.
     """
 
@@ -236,5 +236,6 @@ class MultiplicativeAttention(nn.Module):
                 valid_lens: Tensor | None = None) -> Tensor:
         _check_module_inputs("MultiplicativeAttention", queries, keys, values, self.W_a.out_features, self.W_a.in_features)
         scores = torch.bmm(queries, self.W_a(keys).transpose(1, 2))  # (B, Q, K): q_i^T W_a k_j
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)  # (B, Q, Dv)

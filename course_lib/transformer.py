@@ -1,5 +1,10 @@
 """The Transformer encoder-decoder (Vaswani et al., 2017), built from the course's pieces.
 
+Each sub-layer f (attention or the FFN, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2) is wrapped as
+X = LayerNorm(X + f(X)) (post-norm, the paper) or X = X + f(LayerNorm(X)) (pre-norm); the
+attention is lesson 5's MultiHead(Q, K, V), causal in the decoder's first sub-layer, with
+the encoder output as K and V in its second.
+
 Shape letters: B batch, S source length, L target length, E model size (d_model),
 H heads, D = E / H head size, F feed-forward size (d_ff), V target vocabulary size,
 t number of target tokens decoded so far (cached decoding).
@@ -410,7 +415,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(E, config.tgt_vocab_size)
         if config.tie_embeddings:
             self.output.weight = self.tgt_embedding.weight
-        self.last_attention_weights: list[Tensor] | None = None
+        self.last_attention_weights: Tensor | None = None
 
     # ------------------------------------------------------------------ checks
     def _check_token_ids(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
@@ -476,8 +481,8 @@ class Transformer(nn.Module):
             state: from :meth:`encode` or the previous step (left unchanged).
 
         Returns:
-            ``(logits (B, V), new_state)``. ``last_attention_weights`` is then the list of
-            per-layer cross-attention weights (B, H, 1, S) of this step.
+            ``(logits (B, V), new_state)``. ``last_attention_weights`` is then this step's
+            cross-attention weights, one tensor (B, layers, H, S) (None if not recorded).
         """
         if prev_tokens.dim() != 1 or prev_tokens.shape[0] != state.memory.shape[0]:
             raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
@@ -490,7 +495,8 @@ class Transformer(nn.Module):
         for layer, block in enumerate(self.decoder.layers()):
             X = block.step(X, cache, state.cross, layer, memory_real_keys=state.src_real_keys)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
-        self.last_attention_weights = self.decoder.attention_maps()["cross"]
+        cross_maps = self.decoder.attention_maps()["cross"]  # per layer (B, H, 1, S), if recorded
+        self.last_attention_weights = torch.stack(cross_maps, dim=1)[:, :, :, 0] if cross_maps else None  # (B, layers, H, S)
         return logits, TransformerState(state.memory, state.src_real_keys, cache, state.cross)
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:

@@ -251,7 +251,7 @@ def test_cached_decode_steps_equal_forward(norm_first: bool) -> None:
             steps.append(logits)
             assert state.cache.keys[0].shape == (3, 4, i + 1, 4)  # one cached key per token
     torch.testing.assert_close(torch.stack(steps, dim=1), full, rtol=0, atol=1e-10)
-    assert [tuple(w.shape) for w in model.last_attention_weights] == [(3, 4, 1, 7)] * 2
+    assert model.last_attention_weights.shape == (3, 2, 4, 7)  # (B, layers, H, S): one tensor
 
 
 def test_reorder_state_then_step_equals_forward_on_reordered_batch() -> None:
