@@ -38,7 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from course_lib.d2l_compat import import_d2l  # noqa: E402
-from course_lib.masking import valid_lens_to_key_padding_mask  # noqa: E402
+from course_lib.masking import valid_lens_to_real_keys  # noqa: E402
 from course_lib.multihead import MultiHeadAttention  # noqa: E402
 
 
@@ -90,7 +90,8 @@ def build_models(cfg: BenchConfig) -> tuple[MultiHeadAttention, nn.MultiheadAtte
 def variants(ours: MultiHeadAttention, ref: nn.MultiheadAttention, theirs: nn.Module,
              x: Tensor, valid_lens: Tensor | None) -> dict[str, Callable[[], Tensor]]:
     """name -> a function running one forward pass (self-attention on x) and returning the output."""
-    kpm = None if valid_lens is None else valid_lens_to_key_padding_mask(valid_lens, x.shape[1])  # (B, T)
+    real = None if valid_lens is None else valid_lens_to_real_keys(valid_lens, x.shape[1])  # (B, T)
+    kpm = None if real is None else ~real  # nn.MultiheadAttention's key_padding_mask: True = padding
     keep = None if kpm is None else ~kpm[:, None, None, :]  # (B, 1, 1, T) SDPA convention
     floor = LinearSDPA(ours)
     return {
@@ -98,8 +99,8 @@ def variants(ours: MultiHeadAttention, ref: nn.MultiheadAttention, theirs: nn.Mo
         "nn.MultiheadAttention (need_weights=True)": lambda: ref(x, x, x, key_padding_mask=kpm)[0],
         "nn.MultiheadAttention (need_weights=False)": lambda: ref(x, x, x, key_padding_mask=kpm,
                                                                   need_weights=False)[0],
-        "course_lib MultiHeadAttention (need_weights=True)": lambda: ours(x, x, x, key_padding_mask=kpm)[0],
-        "course_lib MultiHeadAttention (need_weights=False)": lambda: ours(x, x, x, key_padding_mask=kpm,
+        "course_lib MultiHeadAttention (need_weights=True)": lambda: ours(x, x, x, real_keys=real)[0],
+        "course_lib MultiHeadAttention (need_weights=False)": lambda: ours(x, x, x, real_keys=real,
                                                                           need_weights=False)[0],
         "floor: 4 Linear + F.sdpa": lambda: floor(x, keep),
     }

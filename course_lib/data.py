@@ -17,10 +17,9 @@ This module walks that path:
 
 Shape letters: B batch, S source length, L target length, T block (context) length.
 
-Valid lengths and PyTorch masks: a row with valid length ``n`` has real tokens at
-positions ``0 .. n-1`` and ``<pad>`` after them. PyTorch's ``key_padding_mask`` for the
-same row is ``True`` at the padded positions, i.e. ``arange(S) >= n``
-(``course_lib.masking`` converts between the two).
+Valid lengths and masks: a row with valid length ``n`` has real tokens at positions
+``0 .. n-1`` and ``<pad>`` after them. Its ``real_keys`` row is ``arange(S) < n``, True at the
+real tokens (``course_lib.masking`` converts; PyTorch's ``key_padding_mask`` is the negation).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ class StepDecoder(Protocol):
 
     ``state`` is whatever the model needs between steps (encoder outputs, hidden state,
     cached keys and values, source valid lengths ...); decoding never looks inside it.
-    A model may also set ``last_attention_weights`` after each ``decode_step`` (a tensor
-    whose first axis is the batch, or a list / tuple of such tensors, e.g. one per layer);
+    A model may also set ``last_attention_weights`` after each ``decode_step``: one detached
+    tensor whose first axis is the batch (e.g. (B, S), or (B, layers, H, S));
     :func:`greedy_decode` collects it when asked.
     """
 
@@ -115,22 +115,15 @@ def _check_limits(model: Any, src: Tensor, max_len: int) -> None:
         )
 
 
-def _select_row(obj: Any, b: int) -> Any:
-    if isinstance(obj, Tensor):
-        return obj[b].detach().clone()
-    if isinstance(obj, (list, tuple)):
-        return [_select_row(o, b) for o in obj]
-    return None
+def _select_row(obj: Any, b: int) -> Tensor:
+    if not isinstance(obj, Tensor):
+        raise TypeError(f"a model's last_attention_weights must be one tensor whose first axis is the batch "
+                        f"(course_lib.multihead.HeadsAttention states the rule), got {type(obj).__name__}")
+    return obj[b].detach().clone()
 
 
-def _stack_steps(steps: list[Any]) -> Any:
-    if not steps:
-        return None
-    if isinstance(steps[0], Tensor):
-        return torch.stack(steps)  # (steps, ...)
-    if isinstance(steps[0], list):
-        return [_stack_steps([s[i] for s in steps]) for i in range(len(steps[0]))]
-    return None
+def _stack_steps(steps: list[Tensor]) -> Tensor | None:
+    return torch.stack(steps) if steps else None  # (steps, ...)
 
 
 @overload
@@ -182,7 +175,7 @@ def greedy_decode(
     Shape:
         src ``(B, S)``, src_valid_lens ``(B,)``. Attention of row ``b``: ``(steps, ...)``
         where ``...`` is the model's per-row attention shape, e.g. ``(S,)`` for Bahdanau
-        attention or ``(H, 1, S)`` per layer for a Transformer.
+        attention or ``(layers, H, S)`` for a Transformer.
     """
     _check_src(src, src_valid_lens)
     if max_len < 1:

@@ -1,9 +1,13 @@
 """Attention without the T x T score matrix: the online softmax and FlashAttention's tiling.
 
+Reading scores s_1, s_2, ... one block at a time, keep per row m = max s and l = sum exp(s - m):
+a block that raises the maximum to m' updates l' = l exp(m - m') + sum exp(s - m') and the
+output accumulator acc' = acc exp(m - m') + sum exp(s - m') v; at the end O = acc / l.
+
 Shape letters: B batch, H heads, Q queries, K keys, D query/key size, Dv value size;
-``...`` stands for any leading batch axes (e.g. B, H). Mask convention: that of
-``F.scaled_dot_product_attention`` and :func:`course_lib.scoring.scaled_dot_product_attention`
-(a boolean ``attn_mask`` is True where a query **may** attend; a float mask is added).
+``...`` stands for any leading batch axes (e.g. B, H). Masks as in
+:func:`course_lib.scoring.scaled_dot_product_attention`: a boolean ``may_attend`` is True
+where a query may attend; a float ``attn_bias`` is added to the scores.
 
 Plain attention computes all Q x K scores, softmaxes them and multiplies by V: its memory
 grows as Q K. The softmax is what seems to need the whole row at once (the maximum to
@@ -45,6 +49,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from course_lib.masking import REMOVED, check_mask_dtypes, reject_old_mask_names
 
 __all__ = [
     "online_softmax",
@@ -114,7 +120,7 @@ def key_block_range(q_start: int, q_end: int, num_keys: int, block_size: int, *,
     """Start indices of the key blocks that queries ``q_start ... q_end - 1`` must visit.
 
     Query i sits at position ``i + offset`` (``offset = K - Q`` when the queries are the
-    last Q positions, as in :func:`course_lib.masking.causal_mask`). Causal: key blocks
+    last Q positions, as in :func:`course_lib.masking.causal_may_attend`). Causal: key blocks
     starting after the last query's position are skipped. Window w: so are key blocks
     that end before the first query's position - w + 1.
 
@@ -142,17 +148,18 @@ def count_tiles(num_queries: int, num_keys: int, block_size: int, *, is_causal: 
     return computed, total
 
 
-def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+def tiled_attention(query: Tensor, key: Tensor, value: Tensor, may_attend: Tensor | None = None,
                     is_causal: bool = False, scale: float | None = None, *, block_size: int = 64,
-                    window: int | None = None) -> Tensor:
+                    window: int | None = None, attn_bias: Tensor | None = None,
+                    attn_mask: object = REMOVED) -> Tensor:
     """softmax(Q K^T * scale + mask) V, one (block x block) tile of scores at a time.
 
     Args:
         query: (..., Q, D).
         key: (..., K, D).
         value: (..., K, Dv).
-        attn_mask: broadcastable to (..., Q, K). Boolean: True = may attend (SDPA's
-            convention); float: added to the scores. Only its tiles are read.
+        may_attend: boolean, broadcastable to (..., Q, K): True = may attend
+            (:mod:`course_lib.masking`). Only its tiles are read.
         is_causal: query i may attend to keys j <= i + K - Q; tiles above the diagonal are
             skipped.
         scale: defaults to 1 / sqrt(D).
@@ -160,6 +167,8 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         window: if given, causal sliding-window attention: query i sees the ``window`` keys
             ending at its own position (implies ``is_causal``); tiles outside the band
             are skipped, so the cost is O(Q * window).
+        attn_bias: float, broadcastable to (..., Q, K), added to the scores.
+        attn_mask: removed (its polarity is not in its name): raises a TypeError.
 
     Returns:
         (..., Q, Dv). A query that may attend to no key gets a zero output, as in
@@ -168,9 +177,11 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
     Shape:
         query (..., Q, D), key (..., K, D), value (..., K, Dv) -> (..., Q, Dv)
     """
+    reject_old_mask_names("tiled_attention", attn_mask=attn_mask)
     if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
         raise ValueError("query, key and value need at least 2 dimensions (..., T, D); got shapes "
                          f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    check_mask_dtypes(may_attend, attn_bias)
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ValueError(f"expected query (..., Q, D), key (..., K, D), value (..., K, Dv); got "
                          f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
@@ -184,12 +195,7 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         raise ValueError(f"a causal mask needs K >= Q (queries are the last Q positions), got K={num_k} < Q={num_q}")
     offset = num_k - num_q
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    mask = None
-    if attn_mask is not None:
-        mask = attn_mask
-        if mask.dim() < 2:
-            mask = mask.reshape(*([1] * (2 - mask.dim())), *mask.shape)
-        mask = mask.expand(*mask.shape[:-2], num_q, num_k) if mask.shape[-2:] != (num_q, num_k) else mask
+    allowed, bias = (_as_pairs(m, num_q, num_k) for m in (may_attend, attn_bias))
 
     batch_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     rows: list[Tensor] = []
@@ -206,9 +212,10 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
                                        window=window, offset=offset):
             k_end = min(num_k, k_start + block_size)
             scores = q @ key[..., k_start:k_end, :].transpose(-2, -1)  # (..., bq, bk)
-            if mask is not None:
-                tile = mask[..., q_start:q_end, k_start:k_end]
-                scores = scores.masked_fill(~tile, float("-inf")) if tile.dtype == torch.bool else scores + tile
+            if bias is not None:
+                scores = scores + bias[..., q_start:q_end, k_start:k_end]
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed[..., q_start:q_end, k_start:k_end], float("-inf"))
             keys = torch.arange(k_start, k_end, device=query.device)[None, :]  # (1, bk)
             if causal and k_end - 1 > q_start + offset:  # a tile crossing the diagonal
                 scores = scores.masked_fill(keys > positions, float("-inf"))
@@ -221,6 +228,15 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         safe_sum = torch.where(running_sum > 0, running_sum, torch.ones_like(running_sum))
         rows.append(acc / safe_sum)  # rows with no allowed key: acc = 0, so output 0
     return torch.cat(rows, dim=-2)  # (..., Q, Dv)
+
+
+def _as_pairs(mask: Tensor | None, num_q: int, num_k: int) -> Tensor | None:
+    """A mask or bias broadcastable to (..., Q, K), expanded on its last two axes to (Q, K)."""
+    if mask is None:
+        return None
+    if mask.dim() < 2:
+        mask = mask.reshape(*([1] * (2 - mask.dim())), *mask.shape)
+    return mask.expand(*mask.shape[:-2], num_q, num_k) if mask.shape[-2:] != (num_q, num_k) else mask
 
 
 def _check_flash_inputs(query: Tensor, key: Tensor, value: Tensor, is_causal: bool, block_size: int) -> None:
@@ -252,7 +268,7 @@ def flash_attention_forward(query: Tensor, key: Tensor, value: Tensor, is_causal
                             scale: float | None = None, *, block_size: int = 64) -> tuple[Tensor, Tensor]:
     """FlashAttention's forward pass: the output and the row log-sum-exp of the scores.
 
-    The same tile loop as :func:`tiled_attention` (without ``attn_mask`` or ``window``), which
+    The same tile loop as :func:`tiled_attention` (without ``may_attend``, ``attn_bias`` or ``window``), which
     also returns, for each query row, ``L = m + log(l)``: the log of the softmax's normaliser,
     ``log sum_j exp(s_j)``. With it the backward pass recomputes any probability as
     ``exp(s_j - L)`` without a second pass over the row.

@@ -1,5 +1,10 @@
 """Decoder-only (GPT) and encoder-only (BERT-style) models for lesson 8.
 
+GPT models p(x_1 ... x_T) = prod_t p(x_t | x_<t) and is trained on the next-token loss
+-sum_t log p(x_t | x_<t), each block being x = x + attn(LN_1(x)); x = x + MLP(LN_2(x)) with
+causal self-attention softmax(Q K^T / sqrt(D) + M_causal) V. BERT is trained on the
+masked-LM loss -sum_{i masked} log p(x_i | the unmasked tokens), with no causal mask.
+
 Shape letters: B batch, T sequence length, E model size (n_embd), H heads, D = E / H
 head size, V vocabulary size, t positions already in the key/value cache.
 
@@ -31,8 +36,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.data import check_config
-from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask
-from course_lib.multihead import (HeadsAttention, KVCache, _recording_attention, merge_heads, set_record_attention,
+from course_lib.masking import valid_lens_to_real_keys
+from course_lib.multihead import (HeadsAttention, KVCache, _recording_attention, attend_heads, set_record_attention,
                                   split_heads)
 from course_lib.positional import LearnedPositionalEmbedding
 from course_lib.training import eval_mode
@@ -81,13 +86,13 @@ class CausalSelfAttention(HeadsAttention):
     """Multi-head self-attention in which position i attends to positions <= i.
 
     One Linear layer computes queries, keys and values together (3 E outputs), which is
-    the same as three separate E x E projections stacked. ``forward`` holds the attention
-    twice, side by side: softmax(Q K^T / sqrt(D)) V written out, which keeps the
-    (B, H, T, t+T) weights in ``attention_weights``, and PyTorch's fused
-    ``F.scaled_dot_product_attention``, which never forms them and is faster. It takes the
-    first when ``record_attention`` says so (:class:`course_lib.multihead.HeadsAttention`:
-    in evaluation mode by default), the second otherwise; tests/test_gpt.py checks that
-    the two agree.
+    the same as three separate E x E projections stacked. The attention itself is the one
+    every multi-head module of the course uses (:func:`course_lib.multihead.attend_heads`):
+    softmax(Q K^T / sqrt(D)) V with the causal mask, the queries being the last T of the
+    t + T positions when a cache holds t. It keeps the detached (B, H, T, t+T) weights in
+    ``attention_weights`` when ``record_attention`` says so (in evaluation mode by default,
+    :class:`course_lib.multihead.HeadsAttention`), and otherwise takes PyTorch's fused
+    kernel, which never forms them.
 
     Shape:
         x (B, T, E) -> (B, T, E)
@@ -107,26 +112,10 @@ class CausalSelfAttention(HeadsAttention):
         q, k, v = (split_heads(t, self.n_head) for t in self.c_attn(x).split(self.n_embd, dim=2))  # (B, H, T, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change
-        t = k.shape[2] - T  # positions cached before this call
-        dropout = self.dropout_p if self.training else 0.0
-        if self._records():  # softmax(Q K^T / sqrt(D)) V, written out, keeping the weights
-            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, t+T)
-            if T > 1:  # query i sits at position t + i and sees keys j <= t + i
-                future = ~causal_mask(T, t + T, device=x.device)  # (T, t+T), True = masked out
-                # the most negative finite number, as in masking.masked_softmax (lesson 3); key 0
-                # is never masked, so no row is empty
-                scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
-            weights = torch.softmax(scores, dim=-1)  # (B, H, T, t+T)
-            self.attention_weights = weights.detach()
-            y = F.dropout(weights, p=dropout) @ v  # (B, H, T, D)
-        else:  # the same in PyTorch's fused kernel (tests/test_gpt.py checks that the two agree)
-            self.attention_weights = None
-            # is_causal lines query i up with key i: right without a cache. A cached step of
-            # several queries needs the offset mask (True = may attend); a single query sees all.
-            offset = causal_mask(T, t + T, device=x.device) if t > 0 and T > 1 else None  # (T, t+T)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=offset, dropout_p=dropout,
-                                               is_causal=t == 0 and T > 1)  # (B, H, T, D)
-        return self.resid_dropout(self.c_proj(merge_heads(y)))  # (B, T, E)
+        # is_causal: query i sits at position t + i and sees keys j <= t + i (the offset mask
+        # when t > 0, PyTorch's own causal kernel when t = 0; a single query sees every key)
+        out, _ = attend_heads(self, q, k, v, self.c_proj, is_causal=True, need_weights=self._records())
+        return self.resid_dropout(out)  # (B, T, E)
 
 
 class MLP(nn.Module):
@@ -414,11 +403,11 @@ class MaskedLM(nn.Module):
         if ids.dim() != 2 or ids.shape[1] > self.config.max_len:
             raise ValueError(f"ids must have shape (B, T) with T <= max_len={self.config.max_len}, "
                              f"got {tuple(ids.shape)}")
-        padding = None
+        real = None
         if valid_lens is not None:
-            padding = valid_lens_to_key_padding_mask(valid_lens.to(ids.device), ids.shape[1])  # (B, T)
+            real = valid_lens_to_real_keys(valid_lens.to(ids.device), ids.shape[1])  # (B, T)
         x = self.dropout(self.embed_norm(self.positions(self.embedding(ids))))
-        logits = self.head(self.encoder(x, padding))  # (B, T, V)
+        logits = self.head(self.encoder(x, real))  # (B, T, V)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),

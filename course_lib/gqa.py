@@ -1,5 +1,10 @@
 """Grouped-query attention (GQA, Ainslie et al., 2023) and multi-query attention (MQA, Shazeer, 2019).
 
+    head_h = softmax((Q W_q^h)(K W_k^g)^T / sqrt(D) + M) V W_v^g,   g = floor(h / (H / G)):
+
+query head h uses key/value head g of its group, so only G key/value heads are projected
+and cached.
+
 Shape letters: B batch, L target (query) length, S source (key) length, E model size,
 H query heads, G key/value heads (``num_kv_heads``), D = E / H head size, t cached positions.
 
@@ -15,8 +20,8 @@ Sharing is done by repeating each key/value head for the H / G query heads of it
 head are *adjacent* (``repeat_interleave``), as in ``F.scaled_dot_product_attention(...,
 enable_gqa=True)``.
 
-Mask convention: that of ``nn.MultiheadAttention`` and :class:`course_lib.multihead.MultiHeadAttention`
-(a boolean ``key_padding_mask`` is True at padded keys, which are ignored).
+Masks as in :class:`course_lib.multihead.MultiHeadAttention`: a boolean ``real_keys`` (B, S) is
+True at real keys; padded keys are ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from course_lib.alibi import ALiBi
+from course_lib.masking import REMOVED, reject_old_mask_names
 from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, attend_heads, split_heads
 from course_lib.rotary import RotaryEmbedding
 
@@ -62,6 +69,8 @@ class GroupedQueryAttention(HeadsAttention):
         bias: biases in the four projections.
         rotary: rotate queries and keys with :class:`course_lib.rotary.RotaryEmbedding`
             (then ``rotary_max_len`` bounds the positions).
+        alibi: add ALiBi's per-head distance penalty to the scores
+            (:class:`course_lib.alibi.ALiBi`; no bound on the positions).
 
     Shape:
         query (B, L, E), key and value (B, S, E) -> (B, L, E). With a ``cache`` (a
@@ -75,7 +84,8 @@ class GroupedQueryAttention(HeadsAttention):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, dropout: float = 0.0,
-                 bias: bool = True, rotary: bool = False, rotary_max_len: int = 2048) -> None:
+                 bias: bool = True, rotary: bool = False, rotary_max_len: int = 2048,
+                 alibi: bool = False) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
             raise ValueError(f"embed_dim, num_heads and num_kv_heads must be positive, got "
@@ -94,6 +104,7 @@ class GroupedQueryAttention(HeadsAttention):
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.rotary = RotaryEmbedding(self.head_dim, rotary_max_len) if rotary else None
+        self.alibi = ALiBi(num_heads) if alibi else None
 
     @classmethod
     def from_multihead(cls, mha: MultiHeadAttention) -> "GroupedQueryAttention":
@@ -105,12 +116,13 @@ class GroupedQueryAttention(HeadsAttention):
         gqa.load_state_dict(mha.state_dict())  # the same four projections, the same names
         return gqa.train(mha.training)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                is_causal: bool = False, cache: KVCache | None = None, layer: int = 0) -> Tensor:
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, real_keys: Tensor | None = None,
+                is_causal: bool = False, cache: KVCache | None = None, layer: int = 0, *,
+                key_padding_mask: object = REMOVED) -> Tensor:
         """Attend from ``query`` to ``key``/``value`` (see the class docstring for shapes).
 
         Args:
-            key_padding_mask: (B, S) boolean, True = padding (ignored); not with a cache.
+            real_keys: (B, S) boolean, True = real key, False = padding (ignored); not with a cache.
             is_causal: query i sees keys j <= i (+ t, the cached positions).
             cache: optional KVCache updated in place; its tensors are (B, G, t, D).
             layer: which of the cache's layers this module is.
@@ -118,6 +130,7 @@ class GroupedQueryAttention(HeadsAttention):
         if query.dim() != 3 or key.dim() != 3 or value.dim() != 3 or query.shape[-1] != self.embed_dim:
             raise ValueError(f"query, key and value must be (B, L, E={self.embed_dim}), (B, S, E), (B, S, E); "
                              f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        reject_old_mask_names("GroupedQueryAttention.forward", key_padding_mask=key_padding_mask)
         start = cache.length(layer) if cache is not None else 0  # this layer's t
         q = split_heads(self.q_proj(query), self.num_heads)  # (B, H, L, D)
         k = split_heads(self.k_proj(key), self.num_kv_heads)  # (B, G, S, D)
@@ -127,13 +140,14 @@ class GroupedQueryAttention(HeadsAttention):
             k = self.rotary(k, offset=start)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, G, t+S, D): only G heads are stored
-        mask = None
-        if key_padding_mask is not None:
-            if cache is not None or tuple(key_padding_mask.shape) != (query.shape[0], k.shape[2]):
-                raise ValueError(f"key_padding_mask must be (B, S)=({query.shape[0]}, {k.shape[2]}) and "
-                                 f"cannot be combined with a cache; got {tuple(key_padding_mask.shape)}")
-            mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S), True = padding
+        may_attend = None
+        if real_keys is not None:
+            if cache is not None or tuple(real_keys.shape) != (query.shape[0], k.shape[2]):
+                raise ValueError(f"real_keys must be (B, S)=({query.shape[0]}, {k.shape[2]}) and "
+                                 f"cannot be combined with a cache; got {tuple(real_keys.shape)}")
+            may_attend = real_keys[:, None, None, :]  # (B, 1, 1, S), True = real key
+        bias = None if self.alibi is None else self.alibi(q.shape[2], k.shape[2], dtype=q.dtype)  # (H, L, t+S)
         group = self.num_heads // self.num_kv_heads
-        out, _ = attend_heads(self, q, repeat_kv(k, group), repeat_kv(v, group), self.out_proj, mask,
-                              is_causal=is_causal, need_weights=self._records())
+        out, _ = attend_heads(self, q, repeat_kv(k, group), repeat_kv(v, group), self.out_proj, may_attend,
+                              attn_bias=bias, is_causal=is_causal, need_weights=self._records())
         return out  # (B, L, E)

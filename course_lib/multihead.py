@@ -1,4 +1,10 @@
-"""Multi-head attention with ``torch.nn.MultiheadAttention``'s forward arguments.
+"""Multi-head attention with ``torch.nn.MultiheadAttention``'s constructor.
+
+    MultiHead(Q, K, V) = [head_1; ...; head_H] W_o,
+    head_h = softmax((Q W_q^h)(K W_k^h)^T / sqrt(D) + M) V W_v^h,
+
+where W_q^h, W_k^h, W_v^h are the E x D column blocks h of the E x E projections and M is
+the mask (0 where a query may attend, -inf elsewhere).
 
 Shape letters: B batch, L target (query) length, S source (key) length, E model size,
 H heads, D = E / H head size.
@@ -9,11 +15,12 @@ matmul runs every head at once (:func:`split_heads`), and the heads' outputs are
 back side by side with the inverse reshape (:func:`merge_heads`) before the output
 projection W_o.
 
-Mask convention (the same as ``nn.MultiheadAttention``, and the *opposite* of
-``F.scaled_dot_product_attention`` / :func:`course_lib.scoring.scaled_dot_product_attention`):
-a boolean ``key_padding_mask`` or ``attn_mask`` is True where attention is **not**
-allowed; float masks are added to the scores. D2L's ``valid_lens`` of shape (B,) map to
-``key_padding_mask=valid_lens_to_key_padding_mask(valid_lens, S)``.
+Masks (:mod:`course_lib.masking`): ``may_attend`` (L, S), True = the query may attend to
+the key, and ``real_keys`` (B, S), True = a real key, not padding; a float ``attn_bias`` is
+added to the scores. ``torch.nn.MultiheadAttention`` takes the negations, under the names
+``attn_mask`` and ``key_padding_mask`` (True = masked out); this module refuses those names,
+so a mask cannot be read with the wrong polarity. D2L's ``valid_lens`` of shape (B,) map to
+``real_keys=valid_lens_to_real_keys(valid_lens, S)``.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import merge_masks
-from course_lib.scoring import attend
+from course_lib.masking import REMOVED, check_mask_dtypes, combine_may_attend, reject_old_mask_names
+from course_lib.scoring import scaled_dot_product_attention
 
 __all__ = ["split_heads", "merge_heads", "HeadsAttention", "set_record_attention",
            "MultiHeadAttention", "attend_heads", "KVCache"]
@@ -50,6 +57,16 @@ def merge_heads(x: Tensor) -> Tensor:
 
 class HeadsAttention(nn.Module):
     """Base of the course's multi-head attention modules, and their weights contract.
+
+    The rule for attention weights, the same in every attention module of the course (the
+    scoring modules, Nadaraya-Watson regression, the Bahdanau decoder, the multi-head
+    modules, GPT's, GQA, the ViT's): ``attention_weights`` holds the weights of the last
+    forward pass as one detached tensor, or None when that pass did not form them. A module
+    forms them whenever its computation needs them (the scoring modules and the Bahdanau
+    decoder always do); a multi-head module can skip them to take PyTorch's fused kernel,
+    and ``record_attention`` says when it may. Models stack them per layer in
+    ``attention_maps()``; a model for :mod:`course_lib.decoding` also sets
+    ``last_attention_weights``, one detached tensor whose first axis is the batch.
 
     Attributes:
         dropout_p: dropout probability on the attention weights, applied in training (the
@@ -96,9 +113,11 @@ def _recording_attention(model: nn.Module, flag: bool | None) -> Iterator[None]:
 class MultiHeadAttention(HeadsAttention):
     """Multi-head attention: W_o [head_1; ...; head_H], head_h = attention(Q W_q^h, K W_k^h, V W_v^h).
 
-    Same constructor and forward arguments as ``torch.nn.MultiheadAttention`` (without
-    ``add_bias_kv`` / ``add_zero_attn``), but ``batch_first=True`` by default. Build one
-    from a PyTorch module with :meth:`from_torch`; the two then agree to rounding error.
+    Same constructor as ``torch.nn.MultiheadAttention`` (without ``add_bias_kv`` /
+    ``add_zero_attn``), but ``batch_first=True`` by default; its forward takes the masks
+    as ``may_attend`` / ``real_keys`` (True = may attend) instead of PyTorch's ``attn_mask`` /
+    ``key_padding_mask`` (True = masked out). Build one from a PyTorch module with
+    :meth:`from_torch`; the two then agree to rounding error.
 
     Args:
         embed_dim: model size E.
@@ -164,27 +183,34 @@ class MultiHeadAttention(HeadsAttention):
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         return ours.train(module.training)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor,
-                key_padding_mask: Tensor | None = None, need_weights: bool = True,
-                attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, *,
+                real_keys: Tensor | None = None, need_weights: bool = True,
+                may_attend: Tensor | None = None, attn_bias: Tensor | None = None,
+                average_attn_weights: bool = True, is_causal: bool = False,
+                key_padding_mask: object = REMOVED, attn_mask: object = REMOVED) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
             query, key, value: see the class docstring for shapes.
-            key_padding_mask: (B, S); bool True = padding (ignored), or float added.
+            real_keys: (B, S) bool, True = a real key, False = padding (ignored).
             need_weights: return the attention weights (slower: no fused kernel).
-            attn_mask: (L, S) or (B*H, L, S); bool True = not allowed, or float added.
+            may_attend: (L, S) or (B*H, L, S) bool, True = the query may attend to the key.
+            attn_bias: float added to the scores: (L, S), (B*H, L, S), or broadcastable
+                to (B, H, L, S), e.g. a per-head (H, L, S) ALiBi bias.
             average_attn_weights: average the returned weights over heads.
             is_causal: apply a causal mask (query i sees keys j <= i). Unlike PyTorch's
                 module, where it is only a hint that ``attn_mask`` is causal, here it is
                 enough on its own; with an ``attn_mask`` both apply.
+
+            key_padding_mask, attn_mask: removed (PyTorch's names, True = masked out); passing
+                either raises a TypeError that says what to pass instead.
 
         Returns:
             ``(output, weights)`` as in ``nn.MultiheadAttention``. A query whose keys are all
             masked gets zero weights and output ``out_proj.bias`` (PyTorch's module gives NaN
             with ``need_weights=True``).
         """
+        reject_old_mask_names("MultiHeadAttention.forward", key_padding_mask=key_padding_mask, attn_mask=attn_mask)
         # Self-attention (one tensor for all three) lets one GEMM do the three projections.
         packed = query is key and key is value and self.kdim == self.vdim == self.embed_dim
         if not self.batch_first:
@@ -212,9 +238,11 @@ class MultiHeadAttention(HeadsAttention):
         else:
             q = self.project_query(query)  # (B, H, L, D)
             k, v = self.project_key_value(key, value)  # (B, H, S, D) each
-        mask = merge_masks(self._key_padding_view(key_padding_mask, batch, src_len),
-                           self._attn_mask_view(attn_mask, batch, tgt_len, src_len), dtype=q.dtype)
-        out, weights = self.attend(q, k, v, mask, is_causal=is_causal, need_weights=need_weights)
+        allowed = combine_may_attend(self._real_keys_view(real_keys, batch, src_len),
+                                     self._pairs_view(may_attend, "may_attend", batch, tgt_len, src_len))
+        added = self._pairs_view(attn_bias, "attn_bias", batch, tgt_len, src_len)
+        out, weights = self.attend(q, k, v, allowed, attn_bias=added, is_causal=is_causal,
+                                   need_weights=need_weights)
         if not self.batch_first:
             out = out.transpose(0, 1)  # (L, B, E)
         if weights is None:
@@ -231,53 +259,59 @@ class MultiHeadAttention(HeadsAttention):
         """(B, S, kdim), (B, S, vdim) -> the per-head keys and values, (B, H, S, D) each."""
         return split_heads(self.k_proj(key), self.num_heads), split_heads(self.v_proj(value), self.num_heads)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-               is_causal: bool = False, need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, may_attend: Tensor | None = None, *,
+               attn_bias: Tensor | None = None, is_causal: bool = False,
+               need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
         """Attend with the per-head q (B, H, L, D), k and v (B, H, S, D), merge the heads and
-        apply W_o: output (B, L, E) and per-head weights (B, H, L, S) or None. ``mask``
-        broadcasts to (B, H, L, S), True = masked out (or float, added)."""
-        return attend_heads(self, q, k, v, self.out_proj, mask, is_causal=is_causal, need_weights=need_weights)
+        apply W_o: output (B, L, E) and per-head weights (B, H, L, S) or None. ``may_attend``
+        (bool, True = may attend) and ``attn_bias`` (float) broadcast to (B, H, L, S)."""
+        return attend_heads(self, q, k, v, self.out_proj, may_attend, attn_bias=attn_bias,
+                            is_causal=is_causal, need_weights=need_weights)
 
     @staticmethod
-    def _key_padding_view(key_padding_mask: Tensor | None, batch: int, src_len: int) -> Tensor | None:
-        if key_padding_mask is None:
+    def _real_keys_view(real_keys: Tensor | None, batch: int, src_len: int) -> Tensor | None:
+        if real_keys is None:
             return None
-        if tuple(key_padding_mask.shape) != (batch, src_len):
-            raise ValueError(f"key_padding_mask must have shape (B, S)=({batch}, {src_len}), "
-                             f"got {tuple(key_padding_mask.shape)}")
-        return key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+        if real_keys.dtype != torch.bool or tuple(real_keys.shape) != (batch, src_len):
+            raise ValueError(f"real_keys must be a boolean (B, S)=({batch}, {src_len}) tensor (True = real "
+                             f"key), got {real_keys.dtype} of shape {tuple(real_keys.shape)}")
+        return real_keys[:, None, None, :]  # (B, 1, 1, S)
 
-    def _attn_mask_view(self, attn_mask: Tensor | None, batch: int, tgt_len: int, src_len: int) -> Tensor | None:
-        if attn_mask is None:
+    def _pairs_view(self, mask: Tensor | None, name: str, batch: int, tgt_len: int, src_len: int) -> Tensor | None:
+        """``may_attend`` or ``attn_bias`` as a tensor that broadcasts to (B, H, L, S)."""
+        if mask is None:
             return None
-        if attn_mask.dim() == 2:
-            if tuple(attn_mask.shape) != (tgt_len, src_len):
-                raise ValueError(f"a 2-D attn_mask must have shape (L, S)=({tgt_len}, {src_len}), "
-                                 f"got {tuple(attn_mask.shape)}")
-            return attn_mask[None, None]  # (1, 1, L, S)
-        if attn_mask.dim() == 3:
-            expected = (batch * self.num_heads, tgt_len, src_len)
-            if tuple(attn_mask.shape) != expected:
-                raise ValueError(f"a 3-D attn_mask must have shape (B*H, L, S)={expected}, "
-                                 f"got {tuple(attn_mask.shape)}")
-            return attn_mask.reshape(batch, self.num_heads, tgt_len, src_len)  # (B, H, L, S)
-        raise ValueError(f"attn_mask must be (L, S) or (B*H, L, S), got {tuple(attn_mask.shape)}")
+        check_mask_dtypes(*((mask, None) if name == "may_attend" else (None, mask)))
+        if mask.dim() == 2:
+            if tuple(mask.shape) != (tgt_len, src_len):
+                raise ValueError(f"a 2-D {name} must have shape (L, S)=({tgt_len}, {src_len}), "
+                                 f"got {tuple(mask.shape)}")
+            return mask[None, None]  # (1, 1, L, S)
+        if mask.dim() == 3 and mask.shape[0] == batch * self.num_heads and batch > 1:
+            return mask.reshape(batch, self.num_heads, tgt_len, src_len)  # (B, H, L, S)
+        try:
+            torch.broadcast_shapes(mask.shape, (batch, self.num_heads, tgt_len, src_len))
+        except RuntimeError:
+            raise ValueError(f"{name} must be (L, S), (B*H, L, S) or broadcastable to (B, H, L, S)="
+                             f"{(batch, self.num_heads, tgt_len, src_len)}, got {tuple(mask.shape)}") from None
+        return mask
 
 
 def attend_heads(module: HeadsAttention, q: Tensor, k: Tensor, v: Tensor, out_proj: nn.Module,
-                 mask: Tensor | None = None, *, is_causal: bool = False,
-                 need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+                 may_attend: Tensor | None = None, *, attn_bias: Tensor | None = None,
+                 is_causal: bool = False, need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
     """The middle of every multi-head attention in the course: attend, merge heads, project.
 
     ``module`` supplies ``dropout_p`` (a probability, applied in training) and receives the
     detached weights in ``attention_weights`` (None when ``need_weights`` is False).
 
     Shape:
-        q (B, H, L, D), k and v (B, H, S, D), mask broadcastable to (B, H, L, S)
-        (True = masked out) -> output (B, L, E), weights (B, H, L, S) or None.
+        q (B, H, L, D), k and v (B, H, S, D), may_attend (True = may attend) and attn_bias
+        broadcastable to (B, H, L, S) -> output (B, L, E), weights (B, H, L, S) or None.
     """
     dropout = module.dropout_p if module.training else 0.0
-    out, weights = attend(q, k, v, mask, is_causal=is_causal, dropout_p=dropout, need_weights=need_weights)
+    out, weights = scaled_dot_product_attention(q, k, v, may_attend, dropout_p=dropout, is_causal=is_causal,
+                                                attn_bias=attn_bias, need_weights=need_weights)
     module.attention_weights = None if weights is None else weights.detach()
     return out_proj(merge_heads(out)), weights  # (B, L, E)
 

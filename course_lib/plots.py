@@ -28,9 +28,15 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from course_lib import _LAZY_PLOTS
-
-__all__ = list(_LAZY_PLOTS)  # the one list of plot names, kept in course_lib/__init__.py
+__all__ = [
+    "attention_heatmap",
+    "attention_grid",
+    "positional_encoding_plot",
+    "positional_encoding_heatmap",
+    "plot_kernel_regression",
+    "plot_curves",
+    "plot_history",
+]
 
 
 def _figure_of(ax: Axes) -> Figure:

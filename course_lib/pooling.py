@@ -34,6 +34,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from course_lib.masking import REMOVED, reject_old_mask_names
+
 __all__ = [
     "gaussian_kernel",
     "boxcar_kernel",
@@ -127,8 +129,9 @@ def nadaraya_watson_weights(
     *,
     kernel: str | Kernel = "gaussian",
     width: float | Tensor = 1.0,
-    attn_mask: Tensor | None = None,
+    may_attend: Tensor | None = None,
     empty: EmptyRow = "nearest",
+    attn_mask: object = REMOVED,
 ) -> Tensor:
     """Attention weights alpha(q, k) = k((q - k) / width) / sum_k' k((q - k') / width).
 
@@ -142,8 +145,8 @@ def nadaraya_watson_weights(
         kernel: a name from :data:`KERNELS` or a function of u = (q - k) / width returning
             non-negative values.
         width: kernel width (bandwidth), > 0; a scalar tensor may carry gradients.
-        attn_mask: optional boolean (Q, K), True = the query may attend to the key (PyTorch
-            SDPA convention). Used for leave-one-out: ``~torch.eye(K, dtype=bool)``.
+        may_attend: optional boolean (Q, K), True = the query may attend to the key
+            (:mod:`course_lib.masking`). Used for leave-one-out: ``~torch.eye(K, dtype=bool)``.
         empty: what a row with no key inside the kernel's support gets: ``"nearest"`` (all
             weight on the nearest allowed key, ties shared), ``"nan"`` or ``"raise"``.
 
@@ -153,20 +156,21 @@ def nadaraya_watson_weights(
     Shape:
         queries (Q,), keys (K,) -> (Q, K)
     """
+    reject_old_mask_names("nadaraya_watson_weights", attn_mask=attn_mask)
     _check_points(queries, keys)
     _check_width(width)
     if empty not in ("nearest", "nan", "raise"):
         raise ValueError(f"empty must be 'nearest', 'nan' or 'raise', got {empty!r}")
-    if attn_mask is not None:
-        if attn_mask.dtype != torch.bool or tuple(attn_mask.shape) != (queries.shape[0], keys.shape[0]):
-            raise ValueError(f"attn_mask must be a boolean (Q, K) = ({queries.shape[0]}, {keys.shape[0]}) "
-                             f"tensor, got {attn_mask.dtype} of shape {tuple(attn_mask.shape)}")
-        if not bool(attn_mask.any(dim=-1).all()):
-            raise ValueError("attn_mask leaves a query with no key it may attend to")
+    if may_attend is not None:
+        if may_attend.dtype != torch.bool or tuple(may_attend.shape) != (queries.shape[0], keys.shape[0]):
+            raise ValueError(f"may_attend must be a boolean (Q, K) = ({queries.shape[0]}, {keys.shape[0]}) "
+                             f"tensor, got {may_attend.dtype} of shape {tuple(may_attend.shape)}")
+        if not bool(may_attend.any(dim=-1).all()):
+            raise ValueError("may_attend leaves a query with no key it may attend to")
 
     diff = queries[:, None] - keys[None, :]  # (Q, K)
     sq_dist = diff**2
-    allowed_sq_dist = sq_dist if attn_mask is None else sq_dist.masked_fill(~attn_mask, float("inf"))
+    allowed_sq_dist = sq_dist if may_attend is None else sq_dist.masked_fill(~may_attend, float("inf"))
 
     if kernel == "gaussian" or kernel is gaussian_kernel:
         # Shift by the row minimum (softmax is shift-invariant); divide twice because
@@ -174,13 +178,13 @@ def nadaraya_watson_weights(
         # division so that no inf ever meets the width in the backward pass.
         shifted = sq_dist - allowed_sq_dist.min(dim=-1, keepdim=True).values.detach()
         logits = -0.5 * (shifted / width) / width  # (Q, K)
-        if attn_mask is not None:
-            logits = logits.masked_fill(~attn_mask, float("-inf"))
+        if may_attend is not None:
+            logits = logits.masked_fill(~may_attend, float("-inf"))
         return torch.softmax(logits, dim=-1)
 
     scores = _resolve_kernel(kernel)(diff / width)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, 0.0)
+    if may_attend is not None:
+        scores = scores.masked_fill(~may_attend, 0.0)
     if bool((scores < 0).any()):
         raise ValueError("the kernel returned negative values; attention weights must be non-negative")
     total = scores.sum(dim=-1, keepdim=True)  # (Q, 1)
@@ -203,8 +207,9 @@ def nadaraya_watson(
     *,
     kernel: str | Kernel = "gaussian",
     width: float | Tensor = 1.0,
-    attn_mask: Tensor | None = None,
+    may_attend: Tensor | None = None,
     empty: EmptyRow = "nearest",
+    attn_mask: object = REMOVED,
 ) -> Tensor:
     """Nadaraya-Watson prediction f(q) = sum_k alpha(q, k) v_k.
 
@@ -212,7 +217,7 @@ def nadaraya_watson(
         queries: (Q,).
         keys: (K,).
         values: (K,) or (K, Dv) targets of the training points.
-        kernel, width, attn_mask, empty: as in :func:`nadaraya_watson_weights`.
+        kernel, width, may_attend, empty: as in :func:`nadaraya_watson_weights`.
 
     Returns:
         (Q,) if values is (K,), else (Q, Dv).
@@ -224,7 +229,7 @@ def nadaraya_watson(
         raise ValueError(f"values must have shape (K,) or (K, Dv) with K={keys.shape[0]} "
                          f"(one per key), got {tuple(values.shape)}")
     weights = nadaraya_watson_weights(queries, keys, kernel=kernel, width=width,
-                                      attn_mask=attn_mask, empty=empty)
+                                      may_attend=may_attend, empty=empty, attn_mask=attn_mask)
     return weights @ values.to(weights.dtype)
 
 
@@ -238,7 +243,7 @@ class NadarayaWatsonRegression(nn.Module):
     Why training needs leave-one-out: if the training points are also the keys, every point
     can attend to *itself*. Shrinking the width then puts all the weight on the point itself
     and reproduces its label exactly, so the training loss goes to 0 as width -> 0 and the
-    model memorises the noise. Masking each point's own key (``attn_mask=~eye``) fixes this:
+    model memorises the noise. Masking each point's own key (``may_attend=~eye``) fixes this:
     each point must be predicted from its neighbours, and the loss has a minimum at a useful
     width. (D2L avoids the collapse by removing the query's own pair from its keys.)
 
@@ -248,7 +253,7 @@ class NadarayaWatsonRegression(nn.Module):
 
     Shape:
         queries (Q,), keys (K,), values (K,) or (K, Dv) -> (Q,) or (Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (Q, K) weights, detached.
     """
 
     def __init__(self, init_width: float = 1.0, kernel: str | Kernel = "gaussian") -> None:
@@ -265,14 +270,15 @@ class NadarayaWatsonRegression(nn.Module):
         return self.log_width.exp()
 
     def forward(self, queries: Tensor, keys: Tensor, values: Tensor,
-                attn_mask: Tensor | None = None) -> Tensor:
+                may_attend: Tensor | None = None, *, attn_mask: object = REMOVED) -> Tensor:
         if values.dim() not in (1, 2) or values.shape[0] != keys.shape[0]:
             raise ValueError(f"values must have shape (K,) or (K, Dv) with K={keys.shape[0]}, "
                              f"got {tuple(values.shape)}")
         width = self.width.to(queries.dtype)
-        self.attention_weights = nadaraya_watson_weights(queries, keys, kernel=self.kernel, width=width,
-                                                         attn_mask=attn_mask)
-        return self.attention_weights @ values.to(self.attention_weights.dtype)
+        weights = nadaraya_watson_weights(queries, keys, kernel=self.kernel, width=width,
+                                          may_attend=may_attend, attn_mask=attn_mask)  # (Q, K)
+        self.attention_weights = weights.detach()
+        return weights @ values.to(weights.dtype)
 
 
 def leave_one_out_mse(model: NadarayaWatsonRegression, x: Tensor, y: Tensor) -> Tensor:
@@ -291,7 +297,7 @@ def leave_one_out_mse(model: NadarayaWatsonRegression, x: Tensor, y: Tensor) -> 
     if x.shape[0] < 2:
         raise ValueError("leave-one-out needs at least 2 training points")
     others = ~torch.eye(x.shape[0], dtype=torch.bool, device=x.device)  # (K, K)
-    return ((model(x, x, y, attn_mask=others) - y) ** 2).mean()
+    return ((model(x, x, y, may_attend=others) - y) ** 2).mean()
 
 
 def fit_width(model: NadarayaWatsonRegression, x: Tensor, y: Tensor, *, steps: int = 100,

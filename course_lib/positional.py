@@ -15,10 +15,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["sinusoidal_encoding", "shift_matrix", "PositionalEncoding", "LearnedPositionalEmbedding"]
+__all__ = ["sinusoidal_frequencies", "sinusoidal_encoding", "shift_matrix", "PositionalEncoding", "LearnedPositionalEmbedding"]
 
 
-def _frequencies(embed_dim: int, base: float = 10000.0) -> Tensor:
+def sinusoidal_frequencies(embed_dim: int, base: float = 10000.0) -> Tensor:
+    """The angular frequencies w_i = base^(-2i/E), i = 0 ... ceil(E/2) - 1 (float64): pair i of
+    the encoding of position p is (sin(p w_i), cos(p w_i)). RoPE rotates by the same angles
+    (:func:`course_lib.rotary.rotary_frequencies`)."""
     return base ** (-torch.arange(0, embed_dim, 2, dtype=torch.float64) / embed_dim)  # (ceil(E/2),)
 
 
@@ -27,7 +30,7 @@ def sinusoidal_encoding(num_positions: int, embed_dim: int, *, base: float = 100
     """The (T, E) table of sinusoidal encodings for positions 0 ... T-1."""
     if num_positions <= 0 or embed_dim <= 0:
         raise ValueError(f"num_positions and embed_dim must be positive, got {num_positions}, {embed_dim}")
-    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * _frequencies(embed_dim, base)  # (T, ceil(E/2))
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * sinusoidal_frequencies(embed_dim, base)  # (T, ceil(E/2))
     table = torch.zeros(num_positions, embed_dim, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles[:, : embed_dim // 2])
@@ -43,7 +46,7 @@ def shift_matrix(shift: int, embed_dim: int, *, base: float = 10000.0) -> Tensor
     if embed_dim % 2:
         raise ValueError(f"shift_matrix needs an even embed_dim, got {embed_dim}")
     matrix = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
-    for i, w in enumerate(_frequencies(embed_dim, base)):
+    for i, w in enumerate(sinusoidal_frequencies(embed_dim, base)):
         c, s = torch.cos(shift * w), torch.sin(shift * w)
         # sin(a + b) = sin a cos b + cos a sin b ; cos(a + b) = cos a cos b - sin a sin b
         matrix[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.stack([torch.stack([c, s]), torch.stack([-s, c])])

@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from course_lib.positional import sinusoidal_frequencies
+
 __all__ = ["rotary_frequencies", "rotary_cos_sin", "apply_rotary", "RotaryEmbedding"]
 
 
@@ -36,7 +38,7 @@ def rotary_frequencies(head_dim: int, base: float = 10000.0) -> Tensor:
     if head_dim <= 0 or head_dim % 2:
         raise ValueError(f"rotary embeddings rotate pairs of features: head_dim must be even and "
                          f"positive, got {head_dim}")
-    return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
+    return sinusoidal_frequencies(head_dim, base)  # (D/2,): lesson 6's frequencies
 
 
 def rotary_cos_sin(positions: Tensor | int, head_dim: int, base: float = 10000.0,

@@ -7,19 +7,17 @@ Dv value size. ``...`` stands for any leading batch axes (e.g. B, H).
 Scaled dot-product attention: Attention(Q, K, V) = softmax(Q K^T / sqrt(D) + M) V, where
 the mask M is 0 where a query may look at a key and -inf where it may not.
 
-Two APIs, each with the mask convention of the library it mirrors:
+Two APIs:
 
-* :func:`scaled_dot_product_attention` mirrors ``F.scaled_dot_product_attention``:
-  a boolean ``attn_mask`` is True where a query **may** attend; a float mask is added
-  to the scores. It also returns the weights, which PyTorch's function does not.
+* :func:`scaled_dot_product_attention` mirrors ``F.scaled_dot_product_attention``, with
+  its boolean ``attn_mask`` named for what True means, ``may_attend``, and a float mask
+  added to the scores named ``attn_bias`` (:mod:`course_lib.masking`). It also returns
+  the weights, which PyTorch's function does not. The attention modules call it.
 * :class:`DotProductAttention`, :class:`AdditiveAttention` and
   :class:`MultiplicativeAttention` mirror D2L: a
   ``valid_lens`` tensor of shape (B,) or (B, Q) keeps the first ``valid_lens`` keys
-  (see :mod:`course_lib.masking`). ``valid_lens=v`` is the same as the keep mask
-  ``valid_lens_to_mask(v, Q, K)``.
-
-:func:`attend` is :func:`scaled_dot_product_attention` with the library's internal mask
-convention (``nn.MultiheadAttention``'s: True = masked out); the modules call it.
+  (see :mod:`course_lib.masking`). ``valid_lens=v`` is the same as
+  ``may_attend=valid_lens_to_may_attend(v, Q, K)``.
 """
 
 from __future__ import annotations
@@ -30,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.masking import causal_mask, masked_softmax, merge_masks, softmax_masked_out
+from course_lib.masking import (REMOVED, causal_may_attend, check_mask_dtypes, combine_may_attend, masked_softmax,
+                               reject_old_mask_names, softmax_may_attend)
 
 __all__ = ["scaled_dot_product_attention", "DotProductAttention", "AdditiveAttention", "MultiplicativeAttention"]
 
@@ -39,66 +38,62 @@ def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    attn_mask: Tensor | None = None,
+    may_attend: Tensor | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
     *,
+    attn_bias: Tensor | None = None,
     need_weights: bool = True,
+    attn_mask: object = REMOVED,
 ) -> tuple[Tensor, Tensor | None]:
-    """softmax(Q K^T * scale + mask) V, returning the weights as well.
+    """softmax(Q K^T * scale + attn_bias) V over the allowed keys, returning the weights as well.
 
     Args:
         query: (..., Q, D).
         key: (..., K, D).
         value: (..., K, Dv).
-        attn_mask: broadcastable to (..., Q, K). Boolean: True = may attend (PyTorch SDPA's
-            convention, the *opposite* of ``nn.MultiheadAttention``'s). Float: added to
-            the scores (use ``-inf`` to forbid).
+        may_attend: boolean, broadcastable to (..., Q, K): True = the query may attend to
+            the key (what ``F.scaled_dot_product_attention`` calls a boolean ``attn_mask``).
         dropout_p: dropout on the weights (applied whenever > 0, as in PyTorch).
         is_causal: query i may attend to keys j <= i (+ K - Q when K > Q, i.e. the queries
-            are the last Q positions). Combined with ``attn_mask`` if both are given.
+            are the last Q positions). Combined with ``may_attend`` if both are given.
         scale: defaults to 1 / sqrt(D).
+        attn_bias: float, broadcastable to (..., Q, K), added to the scores (``-inf``
+            forbids a pair): PyTorch's float ``attn_mask``, e.g. ALiBi's distance penalty.
         need_weights: if False, return ``None`` weights and take PyTorch's fused kernel (on
             CPU only without dropout: PyTorch has no fused CPU kernel with dropout).
+        attn_mask: removed (its polarity is not in its name); passing it raises a TypeError
+            that says what to pass instead.
 
     Returns:
         ``(output, weights)``: output (..., Q, Dv); weights (..., Q, K) before dropout, or
         None. A query that may attend to no key gets all-zero weights and a zero output
         (PyTorch's SDPA also returns zeros since version 2.5, NaN before); both paths agree.
     """
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        attn_mask = ~attn_mask  # SDPA's "may attend" -> the library's "masked out", once, here
-    return attend(query, key, value, attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                  need_weights=need_weights)
-
-
-def attend(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *,
-           dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-           need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
-    """:func:`scaled_dot_product_attention` with ``nn.MultiheadAttention``'s mask convention.
-
-    The path every attention module of the course takes. ``mask`` broadcasts to
-    (..., Q, K): boolean True = masked out, or float added to the scores.
-    """
+    reject_old_mask_names("scaled_dot_product_attention", attn_mask=attn_mask)
     _check_qkv(query, key, value)
+    check_mask_dtypes(may_attend, attn_bias)
     num_q, num_k = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     # PyTorch's fused kernel, when the weights are not wanted. On CPU it has no fused version
     # with dropout (it falls back to an unfused one, measured slower than the lines below:
     # benchmarks/bench_fused_training.py), so training with attention dropout stays here.
     fused = not need_weights and (dropout_p == 0.0 or query.device.type != "cpu")
-    if is_causal and (num_q != num_k or mask is not None or not fused):
+    if is_causal and (num_q != num_k or may_attend is not None or attn_bias is not None or not fused):
         # The causal mask as a tensor: only for cached steps (the queries are the last Q of
         # K positions; a single one sees every key), with another mask, or for the weights.
-        future = None if num_q == 1 else ~causal_mask(num_q, num_k, device=query.device)  # (Q, K)
-        mask, is_causal = merge_masks(mask, future, dtype=query.dtype), False
+        causal = None if num_q == 1 else causal_may_attend(num_q, num_k, device=query.device)  # (Q, K)
+        may_attend, is_causal = combine_may_attend(may_attend, causal), False
     if fused:  # queries and keys aligned: PyTorch gets is_causal itself and picks its kernel
-        keep = ~mask if mask is not None and mask.dtype == torch.bool else mask  # SDPA: True = may attend
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p,
+        sdpa_mask = may_attend  # SDPA's boolean attn_mask: True = may attend, as ours
+        if attn_bias is not None:
+            bias = attn_bias.to(query.dtype)
+            sdpa_mask = bias if may_attend is None else bias.masked_fill(~may_attend, float("-inf"))
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask, dropout_p=dropout_p,
                                               is_causal=is_causal, scale=scale), None
     scores = torch.matmul(query * scale, key.transpose(-2, -1))  # (..., Q, K); scaling q is cheaper
-    weights = softmax_masked_out(scores, mask)  # a query with no key left: zero weights
+    weights = softmax_may_attend(scores, may_attend, attn_bias)  # a query with no key left: zero weights
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return torch.matmul(attended, value), (weights if need_weights else None)
 
@@ -128,7 +123,8 @@ class DotProductAttention(nn.Module):
     Shape:
         queries (B, Q, D), keys (B, K, D), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
     """
 
     def __init__(self, dropout: float = 0.0) -> None:
@@ -142,8 +138,9 @@ class DotProductAttention(nn.Module):
         if queries.dim() != 3:
             raise ValueError(f"queries must have shape (B, Q, D), got {tuple(queries.shape)}")
         scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(queries.shape[-1])  # (B, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)
 
 
 def _check_module_inputs(module: str, queries: Tensor, keys: Tensor, values: Tensor, query_size: int, key_size: int) -> None:
@@ -176,7 +173,8 @@ class AdditiveAttention(nn.Module):
     Shape:
         queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
     """
 
     def __init__(self, key_size: int, query_size: int, num_hiddens: int, dropout: float = 0.0) -> None:
@@ -198,8 +196,9 @@ class AdditiveAttention(nn.Module):
         decoder that asks one query per step of the same keys projects them once."""
         features = torch.tanh(self.W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1))  # (B, Q, K, h)
         scores = self.w_v(features).squeeze(-1)  # (B, Q, K)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)  # (B, Q, Dv)
 
 
 class MultiplicativeAttention(nn.Module):
@@ -222,7 +221,8 @@ class MultiplicativeAttention(nn.Module):
     Shape:
         queries (B, Q, query_size), keys (B, K, key_size), values (B, K, Dv),
         valid_lens None, (B,) or (B, Q) -> (B, Q, Dv).
-        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights.
+        After a forward pass, ``attention_weights`` holds the (B, Q, K) weights, detached
+        (:class:`course_lib.multihead.HeadsAttention` states the rule for every module).
         ``W_a.weight`` is the (query_size, key_size) matrix W_a.
     """
 
@@ -236,5 +236,6 @@ class MultiplicativeAttention(nn.Module):
                 valid_lens: Tensor | None = None) -> Tensor:
         _check_module_inputs("MultiplicativeAttention", queries, keys, values, self.W_a.out_features, self.W_a.in_features)
         scores = torch.bmm(queries, self.W_a(keys).transpose(1, 2))  # (B, Q, K): q_i^T W_a k_j
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)  # (B, Q, Dv)
+        weights = masked_softmax(scores, valid_lens)  # (B, Q, K)
+        self.attention_weights = weights.detach()
+        return torch.bmm(self.dropout(weights), values)  # (B, Q, Dv)

@@ -1,5 +1,9 @@
 """GRU encoder-decoder models for translation, without and with Bahdanau attention.
 
+Decoder step t: s_t = GRU([embed(y_{t-1}); c_t], s_{t-1}), p(y_t | y_<t, x) = softmax(W s_t), with
+the context c_t = h_S (the encoder's last state) without attention, or with Bahdanau's
+c_t = sum_j alpha_tj h_j, alpha_tj = softmax_j(w_v^T tanh(W_q s_{t-1} + W_k h_j)).
+
 Shape letters: B batch, S source length, L target length, V target vocabulary size,
 E embedding size, h hidden size (``num_hiddens``), N number of GRU layers.
 
@@ -309,7 +313,7 @@ class BahdanauDecoder(nn.Module):
             context = self.attend(query, state)  # (B, 1, h)
             step_weights = self.attention.attention_weights
             assert step_weights is not None  # set by attend()
-            weights.append(step_weights.detach())  # (B, 1, S)
+            weights.append(step_weights)  # (B, 1, S), detached by the scoring module
             step_in = torch.cat([embedded[:, t : t + 1], context], dim=-1)  # (B, 1, E + h)
             out, hidden = self.rnn(step_in, hidden)  # (B, 1, h)
             outputs.append(out)

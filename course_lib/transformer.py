@@ -1,5 +1,10 @@
 """The Transformer encoder-decoder (Vaswani et al., 2017), built from the course's pieces.
 
+Each sub-layer f (attention or the FFN, FFN(x) = max(0, x W_1 + b_1) W_2 + b_2) is wrapped as
+X = LayerNorm(X + f(X)) (post-norm, the paper) or X = X + f(LayerNorm(X)) (pre-norm); the
+attention is lesson 5's MultiHead(Q, K, V), causal in the decoder's first sub-layer, with
+the encoder output as K and V in its second.
+
 Shape letters: B batch, S source length, L target length, E model size (d_model),
 H heads, D = E / H head size, F feed-forward size (d_ff), V target vocabulary size,
 t number of target tokens decoded so far (cached decoding).
@@ -26,10 +31,10 @@ Unlike D2L's decoder, the decoder here applies its causal mask in evaluation too
 teacher forcing (:meth:`Transformer.forward`) and step-by-step decoding
 (:meth:`Transformer.decode_step`, with a key/value cache) give the same logits.
 
-Masks: every module and method here takes ``nn.MultiheadAttention``'s
-``key_padding_mask`` (bool, True = padding, ignored), cached decoding included.
-:class:`Transformer` takes D2L-style source valid lengths (B,) and converts them once,
-with ``valid_lens_to_key_padding_mask``.
+Masks: every module and method here takes ``real_keys`` (bool (B, S), True = a real token,
+False = padding, ignored; :mod:`course_lib.masking`), cached decoding included; PyTorch's
+layers take its negation, ``key_padding_mask=~real_keys``. :class:`Transformer` takes
+D2L-style source valid lengths (B,) and converts them once, with ``valid_lens_to_real_keys``.
 
 Attention weights are recorded in evaluation mode only (training takes PyTorch's fused
 kernel); :meth:`Transformer.attention_maps` returns them per layer.
@@ -51,7 +56,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib.data import check_config, check_token_ids
-from course_lib.masking import valid_lens_to_key_padding_mask
+from course_lib.masking import REMOVED, reject_old_mask_names, valid_lens_to_real_keys
 from course_lib.multihead import HeadsAttention, KVCache, MultiHeadAttention, set_record_attention
 from course_lib.positional import PositionalEncoding
 
@@ -180,7 +185,7 @@ class TransformerEncoderBlock(nn.Module):
         bias: biases in the attention projections and the FFN.
 
     Shape:
-        X (B, S, E), key_padding_mask (B, S) bool (True = padding) -> (B, S, E).
+        X (B, S, E), real_keys (B, S) bool (True = real token, False = padding) -> (B, S, E).
         After a forward pass, ``attention.attention_weights`` holds (B, H, S, S).
     """
 
@@ -193,9 +198,11 @@ class TransformerEncoderBlock(nn.Module):
         self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
         self.addnorm2 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
 
-    def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, X: Tensor, real_keys: Tensor | None = None, *, key_padding_mask: object = REMOVED) -> Tensor:
+        reject_old_mask_names("TransformerEncoderBlock.forward", key_padding_mask=key_padding_mask)
+
         def self_attend(h: Tensor) -> Tensor:
-            return self.attention(h, h, h, key_padding_mask=key_padding_mask, average_attn_weights=False,
+            return self.attention(h, h, h, real_keys=real_keys, average_attn_weights=False,
                                   need_weights=self.attention._records())[0]
         X = self.addnorm1(X, self_attend)
         return self.addnorm2(X, self.ffn)
@@ -221,7 +228,7 @@ class TransformerDecoderBlock(nn.Module):
             :class:`TransformerEncoderBlock`.
 
     Shape:
-        X (B, L, E), memory (B, S, E), memory_key_padding_mask (B, S) bool -> (B, L, E).
+        X (B, L, E), memory (B, S, E), memory_real_keys (B, S) bool (True = real) -> (B, L, E).
         After a forward pass, ``self_attention.attention_weights`` holds (B, H, L, L) and
         ``cross_attention.attention_weights`` holds (B, H, L, S).
     """
@@ -238,14 +245,17 @@ class TransformerDecoderBlock(nn.Module):
         self.ffn = PositionWiseFFN(d_model, d_ff, dropout, bias=bias)
         self.addnorm3 = AddNorm(d_model, dropout, layer_norm_eps, norm_first)
 
-    def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, X: Tensor, memory: Tensor, memory_real_keys: Tensor | None = None, *,
+                memory_key_padding_mask: object = REMOVED) -> Tensor:
         """Teacher forcing: all L target positions at once, each seeing only its past."""
+        reject_old_mask_names("TransformerDecoderBlock.forward", memory_key_padding_mask=memory_key_padding_mask)
+
         def self_attend(h: Tensor) -> Tensor:
             return self.self_attention(h, h, h, is_causal=True, average_attn_weights=False,
                                        need_weights=self.self_attention._records())[0]
 
         def cross_attend(h: Tensor) -> Tensor:
-            return self.cross_attention(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+            return self.cross_attention(h, memory, memory, real_keys=memory_real_keys,
                                         average_attn_weights=False,
                                         need_weights=self.cross_attention._records())[0]
         X = self.addnorm1(X, self_attend)
@@ -266,7 +276,7 @@ class TransformerDecoderBlock(nn.Module):
     # -- cached decoding (see the section at the end of the module)
 
     def step(self, X: Tensor, cache: KVCache, cross: KVCache, layer: int = 0, *,
-             memory_key_padding_mask: Tensor | None = None) -> Tensor:
+             memory_real_keys: Tensor | None = None) -> Tensor:
         """Process new target positions given the cached keys/values of the earlier ones.
 
         Args:
@@ -276,12 +286,12 @@ class TransformerDecoderBlock(nn.Module):
             cross: the cross-attention keys and values of the encoder output, projected once
                 (:meth:`Transformer.encode` fills entry ``layer``).
             layer: which entry of the caches is this block's.
-            memory_key_padding_mask: (B, S) bool, True = padding, as in :meth:`forward`.
+            memory_real_keys: (B, S) bool, True = real source token, as in :meth:`forward`.
 
         Returns:
             The output (B, L_new, E), equal to the last L_new rows of :meth:`forward`.
         """
-        padding = None if memory_key_padding_mask is None else memory_key_padding_mask[:, None, None, :]
+        real = None if memory_real_keys is None else memory_real_keys[:, None, None, :]  # (B, 1, 1, S)
 
         def self_attend(h: Tensor) -> Tensor:
             sa = self.self_attention
@@ -291,7 +301,7 @@ class TransformerDecoderBlock(nn.Module):
 
         def cross_attend(h: Tensor) -> Tensor:
             ca = self.cross_attention
-            return ca.attend(ca.project_query(h), cross.keys[layer], cross.values[layer], padding,
+            return ca.attend(ca.project_query(h), cross.keys[layer], cross.values[layer], real,
                              need_weights=ca._records())[0]  # (B, L_new, E)
         X = self.addnorm1(X, self_attend)
         X = self.addnorm2(X, cross_attend)
@@ -315,16 +325,17 @@ class TransformerEncoder(nn.Module):
     the token embedding and positional encoding.
 
     Shape:
-        X (B, S, E), key_padding_mask (B, S) bool (True = padding) -> (B, S, E)
+        X (B, S, E), real_keys (B, S) bool (True = real token) -> (B, S, E)
     """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.blocks, self.norm = _blocks_and_norm(config, TransformerEncoderBlock)
 
-    def forward(self, X: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, X: Tensor, real_keys: Tensor | None = None, *, key_padding_mask: object = REMOVED) -> Tensor:
+        reject_old_mask_names("TransformerEncoder.forward", key_padding_mask=key_padding_mask)
         for block in self.blocks:
-            X = block(X, key_padding_mask)
+            X = block(X, real_keys)
         return self.norm(X)
 
     def layers(self) -> list[TransformerEncoderBlock]:
@@ -340,16 +351,18 @@ class TransformerDecoder(nn.Module):
     """A stack of decoder blocks (plus a final LayerNorm when pre-norm).
 
     Shape:
-        X (B, L, E), memory (B, S, E), memory_key_padding_mask (B, S) -> (B, L, E)
+        X (B, L, E), memory (B, S, E), memory_real_keys (B, S) -> (B, L, E)
     """
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.blocks, self.norm = _blocks_and_norm(config, TransformerDecoderBlock)
 
-    def forward(self, X: Tensor, memory: Tensor, memory_key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, X: Tensor, memory: Tensor, memory_real_keys: Tensor | None = None, *,
+                memory_key_padding_mask: object = REMOVED) -> Tensor:
+        reject_old_mask_names("TransformerDecoder.forward", memory_key_padding_mask=memory_key_padding_mask)
         for block in self.blocks:
-            X = block(X, memory, memory_key_padding_mask)
+            X = block(X, memory, memory_real_keys)
         return self.norm(X)
 
     def layers(self) -> list[TransformerDecoderBlock]:
@@ -402,7 +415,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(E, config.tgt_vocab_size)
         if config.tie_embeddings:
             self.output.weight = self.tgt_embedding.weight
-        self.last_attention_weights: list[Tensor] | None = None
+        self.last_attention_weights: Tensor | None = None
 
     # ------------------------------------------------------------------ checks
     def _check_token_ids(self, tokens: Tensor, name: str, letter: str, offset: int = 0) -> None:
@@ -417,16 +430,16 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------ teacher forcing
     def encode_memory(self, src: Tensor, src_valid_lens: Tensor | None) -> tuple[Tensor, Tensor]:
-        """Encoder output (B, S, E) and the source key_padding_mask (B, S) (True = padding)."""
+        """Encoder output (B, S, E) and the source ``real_keys`` (B, S) (True = real token)."""
         self._check_token_ids(src, "src", "S")
         batch, src_len = src.shape
         if src_valid_lens is None:
             src_valid_lens = torch.full((batch,), src_len, dtype=torch.long, device=src.device)
         if src_valid_lens.shape != (batch,):
             raise ValueError(f"src_valid_lens must have shape (B,)=({batch},), got {tuple(src_valid_lens.shape)}")
-        padding = valid_lens_to_key_padding_mask(src_valid_lens.to(src.device), src_len)  # (B, S)
-        memory = self.encoder(self._embed(self.src_embedding, src), padding)
-        return memory, padding
+        real = valid_lens_to_real_keys(src_valid_lens.to(src.device), src_len)  # (B, S)
+        memory = self.encoder(self._embed(self.src_embedding, src), real)
+        return memory, real
 
     def forward(self, src: Tensor, src_valid_lens: Tensor | None, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: logits for every target position in one parallel pass.
@@ -439,22 +452,22 @@ class Transformer(nn.Module):
         Returns:
             Logits (B, L, V); position i depends on ``tgt_in[:, :i+1]`` only.
         """
-        memory, padding = self.encode_memory(src, src_valid_lens)
+        memory, real = self.encode_memory(src, src_valid_lens)
         self._check_token_ids(tgt_in, "tgt_in", "L")
         if tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"src (B, S) and tgt_in (B, L) must share B, got {tuple(src.shape)} "
                              f"and {tuple(tgt_in.shape)}")
-        hidden = self.decoder(self._embed(self.tgt_embedding, tgt_in), memory, padding)
+        hidden = self.decoder(self._embed(self.tgt_embedding, tgt_in), memory, real)
         return self.output(hidden)
 
     # ------------------------------------------------------------------ step by step
     def encode(self, src: Tensor, src_valid_lens: Tensor | None) -> TransformerState:
         """Run the encoder once and prepare the decoding state (no target tokens yet)."""
-        memory, padding = self.encode_memory(src, src_valid_lens)
+        memory, real = self.encode_memory(src, src_valid_lens)
         cross = KVCache()
         for layer, block in enumerate(self.decoder.layers()):
             cross.update(layer, *block.cross_attention.project_key_value(memory, memory))  # (B, H, S, D)
-        return TransformerState(memory, padding, KVCache(), cross)
+        return TransformerState(memory, real, KVCache(), cross)
 
     def decode_step(self, prev_tokens: Tensor, state: TransformerState) -> tuple[Tensor, TransformerState]:
         """Feed one token per row (``<bos>`` first) and get the next-token logits.
@@ -468,8 +481,8 @@ class Transformer(nn.Module):
             state: from :meth:`encode` or the previous step (left unchanged).
 
         Returns:
-            ``(logits (B, V), new_state)``. ``last_attention_weights`` is then the list of
-            per-layer cross-attention weights (B, H, 1, S) of this step.
+            ``(logits (B, V), new_state)``. ``last_attention_weights`` is then this step's
+            cross-attention weights, one tensor (B, layers, H, S) (None if not recorded).
         """
         if prev_tokens.dim() != 1 or prev_tokens.shape[0] != state.memory.shape[0]:
             raise ValueError(f"prev_tokens must have shape (B,)=({state.memory.shape[0]},), "
@@ -480,10 +493,11 @@ class Transformer(nn.Module):
         X = self._embed(self.tgt_embedding, tokens, offset=steps)  # (B, 1, E)
         cache = KVCache(state.cache.keys, state.cache.values)  # a new cache: the old state stays valid
         for layer, block in enumerate(self.decoder.layers()):
-            X = block.step(X, cache, state.cross, layer, memory_key_padding_mask=state.src_key_padding_mask)
+            X = block.step(X, cache, state.cross, layer, memory_real_keys=state.src_real_keys)
         logits = self.output(self.decoder.norm(X))[:, 0]  # (B, V)
-        self.last_attention_weights = self.decoder.attention_maps()["cross"]
-        return logits, TransformerState(state.memory, state.src_key_padding_mask, cache, state.cross)
+        cross_maps = self.decoder.attention_maps()["cross"]  # per layer (B, H, 1, S), if recorded
+        self.last_attention_weights = torch.stack(cross_maps, dim=1)[:, :, :, 0] if cross_maps else None  # (B, layers, H, S)
+        return logits, TransformerState(state.memory, state.src_real_keys, cache, state.cross)
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
         """Row ``i`` of the new state is row ``index[i]`` of ``state`` (beam search)."""
@@ -523,19 +537,19 @@ class TransformerState:
     once (``cross``).
 
     Shape:
-        memory (B, S, E); src_key_padding_mask (B, S); ``cache.keys[layer]`` (B, H, t, D);
+        memory (B, S, E); src_real_keys (B, S) (True = real source token); ``cache.keys[layer]`` (B, H, t, D);
         ``cross.keys[layer]`` (B, H, S, D).
     """
 
     memory: Tensor
-    src_key_padding_mask: Tensor
+    src_real_keys: Tensor
     cache: KVCache
     cross: KVCache
 
     def index_select(self, index: Tensor) -> "TransformerState":
         """Row ``i`` of the result is row ``index[i]`` of this state (beam search)."""
         return TransformerState(self.memory.index_select(0, index),
-                                self.src_key_padding_mask.index_select(0, index),
+                                self.src_real_keys.index_select(0, index),
                                 self.cache.index_select(index), self.cross.index_select(index))
 
 

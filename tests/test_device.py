@@ -31,16 +31,16 @@ def test_meta_tensors_refuse_host_reads_and_cpu_mixing() -> None:
 @pytest.mark.parametrize("training", [False, True])
 def test_models_run_on_the_meta_device(training: bool) -> None:
     x = torch.randn(2, 5, 8, device=META)
-    padding = torch.zeros(2, 5, dtype=torch.bool, device=META)
+    real = torch.ones(2, 5, dtype=torch.bool, device=META)
     enc = TransformerEncoderBlock(8, 2, 16, dropout=0.1).to(META).train(training)
-    assert enc(x, padding).device == META
+    assert enc(x, real).device == META
     dec = TransformerDecoderBlock(8, 2, 16, dropout=0.1).to(META).train(training)
-    dec(x, x, padding)
+    dec(x, x, real)
     cache, cross = KVCache(), KVCache()
     cross.update(0, *dec.cross_attention.project_key_value(x, x))
-    dec.step(x[:, :2], cache, cross, memory_key_padding_mask=padding)  # two queries after none: is_causal
-    dec.step(x[:, 2:4], cache, cross, memory_key_padding_mask=padding)  # two after two: the offset mask
-    dec.step(x[:, 4:], cache, cross, memory_key_padding_mask=padding)  # one: no mask
+    dec.step(x[:, :2], cache, cross, memory_real_keys=real)  # two queries after none: is_causal
+    dec.step(x[:, 2:4], cache, cross, memory_real_keys=real)  # two after two: the offset mask
+    dec.step(x[:, 4:], cache, cross, memory_real_keys=real)  # one: no mask
     gpt = GPT(GPTConfig(50, n_embd=16, n_head=2)).to(META).train(training)
     idx = torch.zeros(2, 6, dtype=torch.long, device=META)
     cache = KVCache()
@@ -51,7 +51,7 @@ def test_models_run_on_the_meta_device(training: bool) -> None:
     y = torch.randn(2, 5, 16, device=META)
     gqa = GroupedQueryAttention(16, 4, 2, rotary=True).to(META).train(training)
     gqa(y, y, y, is_causal=True)
-    gqa(y, y, y, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool, device=META))
+    gqa(y, y, y, real_keys=torch.ones(2, 5, dtype=torch.bool, device=META))
     mha = MultiHeadAttention(16, 4).to(META).train(training)
-    mha(y, y, y, key_padding_mask=torch.zeros(2, 5, dtype=torch.bool, device=META))
+    mha(y, y, y, real_keys=torch.ones(2, 5, dtype=torch.bool, device=META))
     mha(y, y, y, is_causal=True)

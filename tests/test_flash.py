@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from course_lib.flash import (count_tiles, flash_attention, flash_attention_backward, flash_attention_forward,
                               online_softmax, online_softmax_update, tiled_attention)
-from course_lib.masking import causal_mask
+from course_lib.masking import causal_may_attend
 from course_lib.scoring import scaled_dot_product_attention
 
 F64 = torch.float64
@@ -70,7 +70,7 @@ def test_tile_size_never_changes_the_result(block_size):
 @pytest.mark.parametrize("block_size", [1, 4, 6])
 def test_causal_tiling_equals_causal_reference(num_q, num_k, block_size):
     q, k, v = _qkv(num_q=num_q, num_k=num_k)
-    ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(num_q, num_k))
+    ref, _ = scaled_dot_product_attention(q, k, v, causal_may_attend(num_q, num_k))
     torch.testing.assert_close(tiled_attention(q, k, v, is_causal=True, block_size=block_size), ref, rtol=0, atol=1e-12)
     if num_q == num_k:  # PyTorch's is_causal aligns to the top-left corner: the same only for Q = K
         torch.testing.assert_close(tiled_attention(q, k, v, is_causal=True, block_size=block_size),
@@ -82,22 +82,22 @@ def test_padding_and_float_masks():
     lens = torch.tensor([11, 4])
     keep = (torch.arange(11)[None, :] < lens[:, None])[:, None, None, :]  # (B, 1, 1, K)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    torch.testing.assert_close(tiled_attention(q, k, v, attn_mask=keep, block_size=3), ref)
+    torch.testing.assert_close(tiled_attention(q, k, v, may_attend=keep, block_size=3), ref)
     bias = torch.randn(7, 11, dtype=F64)
-    torch.testing.assert_close(tiled_attention(q, k, v, attn_mask=bias, block_size=4),
+    torch.testing.assert_close(tiled_attention(q, k, v, attn_bias=bias, block_size=4),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
     # padded keys change nothing
     k2, v2 = k.clone(), v.clone()
     k2[1, :, 4:], v2[1, :, 4:] = 100.0, -100.0
-    torch.testing.assert_close(tiled_attention(q, k2, v2, attn_mask=keep, block_size=3), ref)
+    torch.testing.assert_close(tiled_attention(q, k2, v2, may_attend=keep, block_size=3), ref)
 
 
 def test_fully_masked_rows_give_zero():
     q, k, v = _qkv(num_q=4, num_k=6)
     keep = torch.ones(4, 6, dtype=torch.bool)
     keep[2] = False
-    out = tiled_attention(q, k, v, attn_mask=keep, block_size=2)
-    ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    out = tiled_attention(q, k, v, may_attend=keep, block_size=2)
+    ref, _ = scaled_dot_product_attention(q, k, v, may_attend=keep)
     assert not torch.isnan(out).any()
     assert torch.equal(out[..., 2, :], torch.zeros_like(out[..., 2, :]))
     torch.testing.assert_close(out, ref)
@@ -116,7 +116,7 @@ def test_causal_tiles_are_skipped_and_counted():
     out = tiled_attention(q, k_bad, v_bad, is_causal=True, block_size=2)
     assert not torch.isnan(out[..., :6, :]).any()
     torch.testing.assert_close(out[..., :6, :], tiled_attention(q, k, v, is_causal=True)[..., :6, :])
-    masked_after = scaled_dot_product_attention(q, k_bad, v_bad, attn_mask=causal_mask(8))[0]
+    masked_after = scaled_dot_product_attention(q, k_bad, v_bad, causal_may_attend(8))[0]
     assert torch.isnan(masked_after[..., :6, :]).all()  # what skipping avoids
 
 
@@ -154,7 +154,7 @@ def _plain_attention(q, k, v, is_causal=False):
     """softmax(Q K^T / sqrt(D) + causal mask) V written out, for autograd to differentiate."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if is_causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2]), float("-inf"))
+        scores = scores.masked_fill(~causal_may_attend(q.shape[-2], k.shape[-2]), float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
@@ -189,7 +189,7 @@ def test_flash_forward_returns_the_row_logsumexp():
         out, lse = flash_attention_forward(q, k, v, is_causal=is_causal, block_size=3)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
         if is_causal:
-            scores = scores.masked_fill(~causal_mask(7, 10), float("-inf"))
+            scores = scores.masked_fill(~causal_may_attend(7, 10), float("-inf"))
         assert lse.shape == (2, 3, 7)
         torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
         torch.testing.assert_close(out, tiled_attention(q, k, v, is_causal=is_causal, block_size=3), rtol=0, atol=1e-12)

@@ -63,7 +63,7 @@ def test_causal_self_attention_matches_torch_mha() -> None:
         mha.out_proj.weight.copy_(attn.c_proj.weight)
         mha.out_proj.bias.copy_(attn.c_proj.bias.normal_())
     x = torch.randn(2, 6, 16, dtype=torch.double)
-    future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True = masked out (MHA convention)
+    future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # nn.MultiheadAttention: True = masked out
     expected, expected_w = mha(x, x, x, attn_mask=future, average_attn_weights=False)
     attn.record_attention = True
     torch.testing.assert_close(attn(x), expected)
@@ -91,13 +91,23 @@ def test_written_out_attention_equals_the_fused_call(prompt: int) -> None:
     torch.testing.assert_close(outputs[True][1], outputs[True][0], rtol=0, atol=1e-12)
 
 
-def test_attention_is_written_out_in_the_gpt_module() -> None:
-    # what a learner opening course_lib/gpt.py finds: the formula and the fused call side by side
-    import inspect
+def test_gpt_attention_takes_the_path_every_multihead_module_shares(monkeypatch) -> None:
+    # one place computes multi-head attention and records its weights (multihead.attend_heads):
+    # GPT's layers call it instead of a copy of their own
+    import course_lib.gpt as gpt_module
 
-    source = inspect.getsource(CausalSelfAttention.forward)
-    assert "q @ k.transpose(-2, -1) / math.sqrt(" in source and "torch.softmax(scores" in source
-    assert "F.scaled_dot_product_attention(" in source
+    calls = []
+    shared = gpt_module.attend_heads
+
+    def spy(module, *args, **kwargs):
+        calls.append(module)
+        return shared(module, *args, **kwargs)
+
+    monkeypatch.setattr(gpt_module, "attend_heads", spy)
+    model = make_gpt().eval()
+    model(tokens(2, 5))
+    assert calls == [block.attn for block in model.layers()]
+    assert all(isinstance(module, CausalSelfAttention) for module in calls)
 
 
 @pytest.mark.parametrize("train", [True, False])

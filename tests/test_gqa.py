@@ -29,8 +29,8 @@ def test_groups_of_one_equal_multihead():
     assert gqa.num_kv_heads == 4
     x, mem = torch.randn(2, 7, 24, dtype=F64), torch.randn(2, 9, 24, dtype=F64)
     torch.testing.assert_close(gqa(x, mem, mem), mha(x, mem, mem)[0], rtol=0, atol=1e-12)
-    pad = torch.tensor([[False] * 9, [False] * 5 + [True] * 4])
-    torch.testing.assert_close(gqa(x, mem, mem, key_padding_mask=pad), mha(x, mem, mem, key_padding_mask=pad)[0])
+    real = torch.tensor([[True] * 9, [True] * 5 + [False] * 4])
+    torch.testing.assert_close(gqa(x, mem, mem, real_keys=real), mha(x, mem, mem, real_keys=real)[0])
     torch.testing.assert_close(gqa(x, x, x, is_causal=True), mha(x, x, x, is_causal=True)[0])
 
 
@@ -102,10 +102,10 @@ def test_rotary_makes_scores_shift_invariant():
     # the same tokens later in the sequence (after 3 others) give the same outputs with a
     # causal mask... only if nothing before them is visible, so compare without the prefix:
     prefix = torch.randn(1, 3, 16, dtype=F64)
-    mask = torch.zeros(1, 9, dtype=torch.bool)
-    mask[:, :3] = True  # the prefix is padding
+    real = torch.ones(1, 9, dtype=torch.bool)
+    real[:, :3] = False  # the prefix is padding
     shifted = gqa(torch.cat([prefix, x], 1), torch.cat([prefix, x], 1), torch.cat([prefix, x], 1),
-                  key_padding_mask=mask)[:, 3:]
+                  real_keys=real)[:, 3:]
     torch.testing.assert_close(shifted, gqa(x, x, x))
 
 
@@ -126,9 +126,9 @@ def test_records_attention_weights_like_every_attention_module():
     mha = MultiHeadAttention(16, 4).double().eval()
     gqa = GroupedQueryAttention.from_multihead(mha).eval()
     x = torch.randn(2, 5, 16, dtype=F64)
-    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
-    gqa(x, x, x, key_padding_mask=padding)
-    _, expected = mha(x, x, x, key_padding_mask=padding, average_attn_weights=False)
+    real = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    gqa(x, x, x, real_keys=real)
+    _, expected = mha(x, x, x, real_keys=real, average_attn_weights=False)
     assert gqa.attention_weights is not None and gqa.attention_weights.shape == (2, 4, 5, 5)
     torch.testing.assert_close(gqa.attention_weights, expected, rtol=0, atol=1e-12)
     assert torch.all(gqa.attention_weights[1, :, :, 3:] == 0)  # padded keys: exactly zero weight

@@ -6,20 +6,20 @@ import pytest
 import torch
 
 from course_lib.flash import count_tiles
-from course_lib.local_attention import layers_to_connect, sliding_window_attention, sliding_window_mask
-from course_lib.masking import causal_mask
+from course_lib.local_attention import layers_to_connect, sliding_window_attention, sliding_window_may_attend
+from course_lib.masking import causal_may_attend
 from course_lib.scoring import scaled_dot_product_attention
 
 F64 = torch.float64
 
 
 def test_mask_by_definition():
-    mask = sliding_window_mask(6, 3)
+    mask = sliding_window_may_attend(6, 3)
     expected = torch.tensor([[i - 3 < j <= i for j in range(6)] for i in range(6)])
     assert torch.equal(mask, expected)
-    assert torch.equal(sliding_window_mask(5, 9, num_keys=9), causal_mask(5, 9))  # window >= K: causal
-    assert int(sliding_window_mask(50, 4).sum(-1).max()) == 4
-    assert torch.equal(sliding_window_mask(3, 2, num_keys=5), torch.tensor(
+    assert torch.equal(sliding_window_may_attend(5, 9, num_keys=9), causal_may_attend(5, 9))  # window >= K: causal
+    assert int(sliding_window_may_attend(50, 4).sum(-1).max()) == 4
+    assert torch.equal(sliding_window_may_attend(3, 2, num_keys=5), torch.tensor(
         [[False, True, True, False, False], [False, False, True, True, False], [False, False, False, True, True]]))
 
 
@@ -27,14 +27,14 @@ def test_mask_by_definition():
 @pytest.mark.parametrize("block_size", [1, 4, 7])
 def test_banded_tiling_equals_masked_reference(window, block_size):
     q, k, v = (torch.randn(2, 2, 21, 6, dtype=F64) for _ in range(3))
-    ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(21, window))
+    ref, _ = scaled_dot_product_attention(q, k, v, may_attend=sliding_window_may_attend(21, window))
     torch.testing.assert_close(sliding_window_attention(q, k, v, window, block_size=block_size), ref, rtol=0, atol=1e-12)
 
 
 def test_banded_tiling_with_cached_keys():
     q = torch.randn(1, 1, 4, 6, dtype=F64)
     k, v = torch.randn(1, 1, 15, 6, dtype=F64), torch.randn(1, 1, 15, 6, dtype=F64)
-    ref, _ = scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(4, 5, num_keys=15))
+    ref, _ = scaled_dot_product_attention(q, k, v, may_attend=sliding_window_may_attend(4, 5, num_keys=15))
     torch.testing.assert_close(sliding_window_attention(q, k, v, 5, block_size=3), ref)
 
 
@@ -48,7 +48,7 @@ def test_cost_grows_linearly():
 @pytest.mark.parametrize("window", [2, 3, 5])
 def test_layers_to_connect_matches_mask_powers(window):
     n = 20
-    step = sliding_window_mask(n, window).double()
+    step = sliding_window_may_attend(n, window).double()
     reach, layers = step.clone(), 1
     for distance in range(1, n):
         while reach[distance, 0] == 0:  # does output `distance` depend on input 0 yet?
@@ -60,6 +60,6 @@ def test_gradcheck_and_errors():
     q, k, v = (torch.randn(1, 1, 6, 3, dtype=F64, requires_grad=True) for _ in range(3))
     assert torch.autograd.gradcheck(lambda a, b, c: sliding_window_attention(a, b, c, 3, block_size=2), (q, k, v))
     with pytest.raises(ValueError, match="window"):
-        sliding_window_mask(4, 0)
+        sliding_window_may_attend(4, 0)
     with pytest.raises(ValueError, match="only sees itself"):
         layers_to_connect(3, 1)

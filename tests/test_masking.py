@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from course_lib.masking import (
-    causal_mask,
+    causal_may_attend,
+    combine_may_attend,
     masked_softmax,
-    merge_masks,
-    valid_lens_to_key_padding_mask,
-    valid_lens_to_mask,
+    softmax_may_attend,
+    valid_lens_to_may_attend,
+    valid_lens_to_real_keys,
 )
 
 
@@ -35,18 +36,18 @@ def _brute_force_keep(valid_lens: torch.Tensor, num_queries: int, num_keys: int)
 # ---------------------------------------------------------------- conversions
 
 @pytest.mark.parametrize("valid_lens", [torch.tensor([0, 2, 5]), torch.tensor([[1, 3], [5, 0], [2, 2]])])
-def test_valid_lens_to_mask_matches_brute_force(valid_lens):
-    keep = valid_lens_to_mask(valid_lens, 2, 5)
+def test_valid_lens_to_may_attend_matches_brute_force(valid_lens):
+    keep = valid_lens_to_may_attend(valid_lens, 2, 5)
     assert keep.dtype == torch.bool and keep.shape == (3, 2, 5)
     assert torch.equal(keep, _brute_force_keep(valid_lens, 2, 5))
 
 
-def test_key_padding_mask_is_negated_keep_mask():
+def test_real_keys_is_the_per_sequence_may_attend():
     valid_lens = torch.tensor([3, 1, 4, 0])
-    kpm = valid_lens_to_key_padding_mask(valid_lens, 4)
-    assert kpm.shape == (4, 4) and kpm.dtype == torch.bool
-    assert torch.equal(kpm, ~valid_lens_to_mask(valid_lens, 1, 4)[:, 0])
-    assert torch.equal(kpm[0], torch.tensor([False, False, False, True]))  # True = padding
+    real = valid_lens_to_real_keys(valid_lens, 4)
+    assert real.shape == (4, 4) and real.dtype == torch.bool
+    assert torch.equal(real, valid_lens_to_may_attend(valid_lens, 1, 4)[:, 0])
+    assert torch.equal(real[0], torch.tensor([True, True, True, False]))  # False = padding
 
 
 @pytest.mark.parametrize("valid_lens, message", [
@@ -56,27 +57,27 @@ def test_key_padding_mask_is_negated_keep_mask():
     (torch.tensor([[1, 2, 3], [1, 2, 3]]), r"\(B, Q\) must have shape \(2, 2\)"),
     (torch.ones(2, 2, 2, dtype=torch.long), r"\(B,\)=\(2,\) or \(B, Q\)=\(2, 2\)"),
 ])
-def test_valid_lens_to_mask_errors_name_the_shape(valid_lens, message):
+def test_valid_lens_to_may_attend_errors_name_the_shape(valid_lens, message):
     with pytest.raises(ValueError, match=message):
-        valid_lens_to_mask(valid_lens, 2, 5)
+        valid_lens_to_may_attend(valid_lens, 2, 5)
 
 
-def test_key_padding_mask_needs_per_sequence_lengths():
+def test_real_keys_needs_per_sequence_lengths():
     with pytest.raises(ValueError, match=r"must have shape \(B,\)"):
-        valid_lens_to_key_padding_mask(torch.tensor([[1, 2]]), 3)
+        valid_lens_to_real_keys(torch.tensor([[1, 2]]), 3)
 
 
 # ---------------------------------------------------------------- causal mask
 
-def test_causal_mask_square_and_rectangular():
-    assert torch.equal(causal_mask(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool))
+def test_causal_may_attend_square_and_rectangular():
+    assert torch.equal(causal_may_attend(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool))
     # K > Q: the 2 queries are the last 2 of 5 positions (cached generation)
     expected = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
-    assert torch.equal(causal_mask(2, 5), expected)
+    assert torch.equal(causal_may_attend(2, 5), expected)
     # the last Q rows of the full (K, K) mask
-    assert torch.equal(causal_mask(3, 7), causal_mask(7)[-3:])
+    assert torch.equal(causal_may_attend(3, 7), causal_may_attend(7)[-3:])
     with pytest.raises(ValueError, match="num_keys >= num_queries"):
-        causal_mask(4, 2)
+        causal_may_attend(4, 2)
 
 
 # ---------------------------------------------------------------- masked softmax
@@ -101,7 +102,7 @@ def test_masked_keys_get_exactly_zero_and_masked_scores_do_not_matter():
     scores = torch.randn(3, 4, 6, dtype=torch.float64, generator=gen)
     valid_lens = torch.tensor([[6, 1, 3, 2], [4, 4, 4, 4], [2, 5, 1, 6]])
     weights = masked_softmax(scores, valid_lens)
-    keep = valid_lens_to_mask(valid_lens, 4, 6)
+    keep = valid_lens_to_may_attend(valid_lens, 4, 6)
     assert torch.all(weights[~keep] == 0.0)  # exactly zero, not merely small
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, dtype=torch.float64))
     # huge or random scores at masked positions change nothing
@@ -158,15 +159,76 @@ def test_masked_softmax_errors(scores, valid_lens, message):
         masked_softmax(scores, valid_lens)
 
 
-def test_merge_masks_unites_boolean_and_adds_float_masks():
-    padding = torch.tensor([[False, False, True], [False, True, True]])[:, None, None, :]  # (B, 1, 1, K)
-    future = ~causal_mask(2, 3)  # (Q, K), True = masked out
-    assert merge_masks(None, None, dtype=torch.float64) is None
-    merged = merge_masks(padding, None, future, dtype=torch.float64)
-    assert merged is not None and merged.dtype == torch.bool and merged.shape == (2, 1, 2, 3)
-    assert torch.equal(merged, padding | future)
-    bias = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
-    mixed = merge_masks(bias, padding, bias, dtype=torch.float64)
-    assert mixed is not None and mixed.dtype == torch.float64
-    torch.testing.assert_close(mixed, (2 * bias).expand(2, 1, 1, 3).masked_fill(padding, float("-inf")),
-                               rtol=0, atol=0)
+def test_combine_may_attend_keeps_the_pairs_every_mask_allows():
+    real = torch.tensor([[True, True, False], [True, False, False]])[:, None, None, :]  # (B, 1, 1, K)
+    past = causal_may_attend(2, 3)  # (Q, K)
+    assert combine_may_attend(None, None) is None
+    combined = combine_may_attend(real, None, past)
+    assert combined is not None and combined.dtype == torch.bool and combined.shape == (2, 1, 2, 3)
+    assert torch.equal(combined, real & past)
+    with pytest.raises(TypeError, match="boolean tensor .True = may attend.*attn_bias"):
+        combine_may_attend(real, torch.zeros(2, 3))
+
+
+def test_softmax_may_attend_adds_the_bias_and_forbids_minus_inf():
+    scores = torch.randn(2, 3, dtype=torch.float64)
+    bias = torch.tensor([[0.5, -1.0, float("-inf")], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    allowed = torch.tensor([[True, True, True], [False, True, True]])
+    weights = softmax_may_attend(scores, allowed, bias)
+    expected = torch.softmax((scores + bias).masked_fill(~allowed, float("-inf")), dim=-1)
+    torch.testing.assert_close(weights, expected, rtol=0, atol=1e-15)
+    with pytest.raises(TypeError, match="attn_bias .* must be a float tensor"):
+        softmax_may_attend(scores, None, allowed)
+
+
+# ---------------------------------------------------------------- polarity in the names
+
+def test_old_polarity_free_names_fail_with_the_name_to_use():
+    # a learner's code from an older notebook must not silently get the other polarity
+    import course_lib as cl
+    from course_lib.masking import RenamedError
+
+    for old, new in (("causal_mask", "causal_may_attend"), ("valid_lens_to_mask", "valid_lens_to_may_attend"),
+                     ("valid_lens_to_key_padding_mask", "valid_lens_to_real_keys"),
+                     ("sliding_window_mask", "sliding_window_may_attend")):
+        with pytest.raises(RenamedError, match=f"use {new}"):
+            getattr(cl, old)
+    with pytest.raises(ImportError, match="use causal_may_attend"):
+        from course_lib.masking import causal_mask  # noqa: F401
+    with pytest.raises(ImportError, match="use sliding_window_may_attend"):
+        from course_lib.local_attention import sliding_window_mask  # noqa: F401
+
+
+def test_mixing_the_two_polarities_gets_a_clear_error():
+    # the trap: nn.MultiheadAttention's attn_mask reads True as "masked out", SDPA's as "may
+    # attend"; handing the course's causal mask to an attn_mask= once gave anti-causal weights
+    import course_lib as cl
+    from course_lib.gqa import GroupedQueryAttention
+    from course_lib.pooling import nadaraya_watson_weights
+    from course_lib.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+
+    x = torch.randn(2, 4, 8)
+    past, real = cl.causal_may_attend(4), torch.ones(2, 4, dtype=torch.bool)
+    mha = cl.MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match=r"no longer takes attn_mask=.*may_attend="):
+        mha(x, x, x, attn_mask=past)
+    with pytest.raises(TypeError, match=r"no longer takes key_padding_mask=.*real_keys=~key_padding_mask"):
+        mha(x, x, x, key_padding_mask=~real)
+    with pytest.raises(TypeError):  # a mask passed by position, where PyTorch's module reads key_padding_mask
+        mha(x, x, x, ~real)
+    with pytest.raises(TypeError, match="may_attend must be a boolean tensor"):
+        mha(x, x, x, may_attend=past.float())
+    q = torch.randn(2, 4, 3)
+    for call in (lambda: cl.scaled_dot_product_attention(q, q, q, attn_mask=past),
+                 lambda: cl.tiled_attention(q, q, q, attn_mask=past),
+                 lambda: GroupedQueryAttention(8, 2, 1)(x, x, x, key_padding_mask=~real),
+                 lambda: TransformerEncoderBlock(8, 2, 16)(x, key_padding_mask=~real),
+                 lambda: TransformerDecoderBlock(8, 2, 16)(x, x, memory_key_padding_mask=~real),
+                 lambda: nadaraya_watson_weights(torch.randn(4), torch.randn(4), attn_mask=past)):
+        with pytest.raises(TypeError, match="no longer takes .*Pass"):
+            call()
+    # the new spelling gives causal weights: the last row attends everywhere, the first to key 0
+    mha.eval()
+    _, weights = mha(x, x, x, may_attend=past)
+    assert torch.all(weights.masked_select(~past.expand_as(weights)) == 0)
+    assert torch.all(weights[:, 3] > 0) and torch.allclose(weights[:, 0, 0], torch.ones(2))

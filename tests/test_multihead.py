@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask, valid_lens_to_mask
+from course_lib.masking import causal_may_attend, valid_lens_to_may_attend, valid_lens_to_real_keys
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
 F64 = torch.float64
@@ -45,7 +45,7 @@ def _masks(kpm_kind, mask_kind, tgt, src, seed=2):
     gen = torch.Generator().manual_seed(seed)
     kpm = attn_mask = None
     if kpm_kind:
-        padded = valid_lens_to_key_padding_mask(torch.tensor([src, 2, 3]), src)  # (B, S), True = padding
+        padded = ~valid_lens_to_real_keys(torch.tensor([src, 2, 3]), src)  # (B, S), True = padding
         kpm = padded if kpm_kind == "bool" else \
             torch.randn(B, src, dtype=F64, generator=gen).masked_fill(padded, float("-inf"))
     if mask_kind:
@@ -56,6 +56,25 @@ def _masks(kpm_kind, mask_kind, tgt, src, seed=2):
         attn_mask = blocked if kind == "bool" else \
             torch.randn(*shape, dtype=F64, generator=gen).masked_fill(blocked, float("-inf"))
     return kpm, attn_mask
+
+
+def _ours_masks(kpm, attn_mask):
+    """PyTorch's key_padding_mask / attn_mask (True = masked out, or float added) as
+    MultiHeadAttention's real_keys / may_attend (True = may attend) / attn_bias (float)."""
+    kwargs, biases = {}, []
+    if kpm is not None:
+        if kpm.dtype == torch.bool:
+            kwargs["real_keys"] = ~kpm
+        else:
+            biases.append(kpm[:, None, None, :])  # (B, 1, 1, S)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            kwargs["may_attend"] = ~attn_mask
+        else:
+            biases.append(attn_mask if attn_mask.dim() == 2 else attn_mask.reshape(B, H, *attn_mask.shape[1:]))
+    if biases:
+        kwargs["attn_bias"] = sum(biases[1:], biases[0])
+    return kwargs
 
 
 def _grads_by_name(ours: MultiHeadAttention, ref: nn.MultiheadAttention):
@@ -109,7 +128,7 @@ def test_from_torch_parity_values_and_gradients(case, mode):
     kpm, attn_mask = _masks(cfg.get("kpm"), cfg.get("mask"), L, src)
     ref_mask = attn_mask
     if cfg.get("causal"):  # PyTorch's module treats is_causal as a hint and needs the mask too
-        ref_mask = ~causal_mask(L)
+        ref_mask = ~causal_may_attend(L)
 
     inputs = _inputs(kdim, vdim, batch_first, L, src)
     if cfg.get("self"):
@@ -118,8 +137,8 @@ def test_from_torch_parity_values_and_gradients(case, mode):
     else:
         ours_in = [t.clone().requires_grad_() for t in inputs]
         ref_in = [t.clone().requires_grad_() for t in inputs]
-    out, weights = ours(*ours_in, key_padding_mask=kpm, need_weights=need_weights, attn_mask=attn_mask,
-                        average_attn_weights=average, is_causal=cfg.get("causal", False))
+    out, weights = ours(*ours_in, need_weights=need_weights, average_attn_weights=average,
+                        is_causal=cfg.get("causal", False), **_ours_masks(kpm, attn_mask))
     ref_out, ref_weights = ref(*ref_in, key_padding_mask=kpm, need_weights=need_weights, attn_mask=ref_mask,
                                average_attn_weights=average, is_causal=cfg.get("causal", False))
     torch.testing.assert_close(out, ref_out)
@@ -157,12 +176,12 @@ def test_self_attention_packed_path_equals_separate_projections(bias):
     torch.testing.assert_close(packed_w, separate_w)
 
 
-def test_is_causal_combines_with_attn_mask():
+def test_is_causal_combines_with_may_attend():
     ref, ours = _torch_pair()
     q, k, v = _inputs(src=L)
     _, blocked = _masks(None, "2d-bool", L, L)
-    out, _ = ours(q, k, v, attn_mask=blocked, is_causal=True)
-    ref_out, _ = ref(q, k, v, attn_mask=blocked | ~causal_mask(L))
+    out, _ = ours(q, k, v, may_attend=~blocked, is_causal=True)
+    ref_out, _ = ref(q, k, v, attn_mask=blocked | ~causal_may_attend(L))
     torch.testing.assert_close(out, ref_out)
 
 
@@ -198,7 +217,7 @@ def test_parity_with_d2l_valid_lens(d2l):
     q, k, v = _inputs()
     valid_lens = torch.tensor([5, 2, 3])
     ref = theirs(q, k, v, valid_lens)
-    out, _ = ours(q, k, v, key_padding_mask=valid_lens_to_key_padding_mask(valid_lens, S))
+    out, _ = ours(q, k, v, real_keys=valid_lens_to_real_keys(valid_lens, S))
     torch.testing.assert_close(out, ref)
     # D2L's attention weights are (B*H, L, S) with batch element b, head h at row b*H + h
     torch.testing.assert_close(ours.attention_weights.reshape(B * H, L, S), theirs.attention.attention_weights)
@@ -210,8 +229,8 @@ def test_parity_with_d2l_per_query_valid_lens(d2l):
     ours, theirs = _d2l_pair(d2l)
     q, k, v = _inputs()
     valid_lens = torch.tensor([[1, 2, 3, 4], [5, 5, 1, 2], [3, 3, 3, 3]])  # (B, L)
-    blocked = (~valid_lens_to_mask(valid_lens, L, S)).repeat_interleave(H, dim=0)  # (B*H, L, S)
-    out, _ = ours(q, k, v, attn_mask=blocked)
+    allowed = valid_lens_to_may_attend(valid_lens, L, S).repeat_interleave(H, dim=0)  # (B*H, L, S)
+    out, _ = ours(q, k, v, may_attend=allowed)
     torch.testing.assert_close(out, theirs(q, k, v, valid_lens))
 
 
@@ -259,26 +278,27 @@ def test_parameter_count(heads):
 def test_padding_invariance():
     ours = MultiHeadAttention(E, H, dtype=F64).eval()
     q, k, v = _inputs()
-    kpm = valid_lens_to_key_padding_mask(torch.tensor([5, 2, 3]), S)
-    out, weights = ours(q, k, v, key_padding_mask=kpm)
+    real = valid_lens_to_real_keys(torch.tensor([5, 2, 3]), S)
+    kpm = ~real  # the padded keys
+    out, weights = ours(q, k, v, real_keys=real)
     k2, v2 = k.clone(), v.clone()
     k2[kpm] = 100 * torch.randn(int(kpm.sum()), E, dtype=F64)
     v2[kpm] = 100 * torch.randn(int(kpm.sum()), E, dtype=F64)
-    out2, weights2 = ours(q, k2, v2, key_padding_mask=kpm)
+    out2, weights2 = ours(q, k2, v2, real_keys=real)
     torch.testing.assert_close(out2, out)
     torch.testing.assert_close(weights2, weights)
     assert torch.all(weights.masked_select(kpm[:, None, :].expand_as(weights)) == 0)
-    out3, _ = ours(q, k2, v2, key_padding_mask=kpm, need_weights=False)
+    out3, _ = ours(q, k2, v2, real_keys=real, need_weights=False)
     torch.testing.assert_close(out3, out)
 
 
 def test_fully_masked_query_outputs_the_output_bias():
     ours = MultiHeadAttention(E, H, dtype=F64)
     q, k, v = _inputs()
-    blocked = torch.zeros(L, S, dtype=torch.bool)
-    blocked[2] = True  # query 2 may attend to nothing
+    allowed = torch.ones(L, S, dtype=torch.bool)
+    allowed[2] = False  # query 2 may attend to nothing
     for need_weights in (True, False):
-        out, _ = ours(q, k, v, attn_mask=blocked, need_weights=need_weights)
+        out, _ = ours(q, k, v, may_attend=allowed, need_weights=need_weights)
         assert torch.isfinite(out).all()
         torch.testing.assert_close(out[:, 2], ours.out_proj.bias.expand(B, E))
 
@@ -334,10 +354,10 @@ def test_input_shape_errors(shapes, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"key_padding_mask": torch.zeros(B, S + 1, dtype=torch.bool)}, r"key_padding_mask must have shape \(B, S\)=\(3, 5\)"),
-    ({"attn_mask": torch.zeros(S, L, dtype=torch.bool)}, r"2-D attn_mask must have shape \(L, S\)=\(4, 5\)"),
-    ({"attn_mask": torch.zeros(B, L, S, dtype=torch.bool)}, r"3-D attn_mask must have shape \(B\*H, L, S\)=\(6, 4, 5\)"),
-    ({"attn_mask": torch.zeros(1, 1, L, S, dtype=torch.bool)}, r"\(L, S\) or \(B\*H, L, S\)"),
+    ({"real_keys": torch.ones(B, S + 1, dtype=torch.bool)}, r"real_keys must be a boolean \(B, S\)=\(3, 5\)"),
+    ({"may_attend": torch.ones(S, L, dtype=torch.bool)}, r"2-D may_attend must have shape \(L, S\)=\(4, 5\)"),
+    ({"may_attend": torch.ones(B, L, S, dtype=torch.bool)}, r"\(L, S\), \(B\*H, L, S\) or broadcastable"),
+    ({"attn_bias": torch.zeros(2, 1, L, S)}, r"attn_bias must be \(L, S\), \(B\*H, L, S\) or broadcastable"),
 ])
 def test_mask_shape_errors(kwargs, message):
     ours = MultiHeadAttention(E, H)

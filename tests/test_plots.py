@@ -237,10 +237,13 @@ def test_plot_curves():
         plot_curves({"loss": []})
 
 
-def test_lazy_plot_names_are_exactly_the_plots_module_exports():
+def test_plots_are_imported_from_their_module_only():
+    # no lazy re-exports in course_lib/__init__.py: one import path per plot function
     import course_lib
     from course_lib import plots
 
-    assert sorted(course_lib._LAZY_PLOTS) == sorted(plots.__all__)
     for name in plots.__all__:
-        assert getattr(course_lib, name) is getattr(plots, name)
+        assert callable(getattr(plots, name))
+        assert name not in course_lib.__all__
+        with pytest.raises(AttributeError):
+            getattr(course_lib, name)

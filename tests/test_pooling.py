@@ -139,15 +139,15 @@ def test_vector_values_and_custom_kernel():
                                nadaraya_watson_weights(queries, keys, width=0.7))
 
 
-def test_attn_mask_excludes_keys():
+def test_may_attend_excludes_keys():
     x = torch.tensor([0.0, 1.0, 2.0, 3.0], dtype=DT)
     others = ~torch.eye(4, dtype=torch.bool)
     for name in sorted(KERNELS):
-        w = nadaraya_watson_weights(x, x, kernel=name, width=1.5, attn_mask=others)
+        w = nadaraya_watson_weights(x, x, kernel=name, width=1.5, may_attend=others)
         assert (w.diagonal() == 0).all()
         torch.testing.assert_close(w.sum(-1), torch.ones(4, dtype=DT))
     # with a tiny width each point copies its nearest *other* neighbour
-    w = nadaraya_watson_weights(x, x, width=1e-3, attn_mask=others)
+    w = nadaraya_watson_weights(x, x, width=1e-3, may_attend=others)
     torch.testing.assert_close(w[0], torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=DT))
 
 
@@ -165,9 +165,9 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="non-negative"):
         nadaraya_watson_weights(q, k, kernel=lambda u: -gaussian_kernel(u))
     with pytest.raises(ValueError, match=r"\(Q, K\)"):
-        nadaraya_watson_weights(q, k, attn_mask=torch.ones(3, 3, dtype=torch.bool))
+        nadaraya_watson_weights(q, k, may_attend=torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="no key it may attend to"):
-        nadaraya_watson_weights(q, k, attn_mask=torch.zeros(7, 11, dtype=torch.bool))
+        nadaraya_watson_weights(q, k, may_attend=torch.zeros(7, 11, dtype=torch.bool))
     with pytest.raises(ValueError, match="width"):
         NadarayaWatsonRegression(init_width=0.0)
     with pytest.raises(ValueError, match="noise"):

@@ -105,3 +105,14 @@ def test_errors():
         apply_rotary(torch.randn(5, 8), cos, sin)
     with pytest.raises(ValueError, match="max_len"):
         RotaryEmbedding(8, max_len=4)(torch.randn(1, 6, 8))
+
+
+def test_rotary_and_sinusoidal_frequencies_are_one_formula() -> None:
+    # RoPE rotates pair i by the angle of lesson 6's sinusoidal pair i: one function computes both
+    import course_lib.rotary as rotary
+    from course_lib.positional import sinusoidal_frequencies
+
+    assert rotary.sinusoidal_frequencies is sinusoidal_frequencies
+    torch.testing.assert_close(rotary_frequencies(8), sinusoidal_frequencies(8), rtol=0, atol=0)
+    torch.testing.assert_close(sinusoidal_frequencies(6, base=100.0),
+                               torch.tensor([100.0 ** (-2 * i / 6) for i in range(3)], dtype=torch.float64))

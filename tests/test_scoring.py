@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.masking import causal_mask, valid_lens_to_mask
+from course_lib.masking import causal_may_attend, valid_lens_to_may_attend
 from course_lib.scoring import (AdditiveAttention, DotProductAttention, MultiplicativeAttention,
                                 scaled_dot_product_attention)
 
@@ -51,7 +51,7 @@ def test_sdpa_matches_pytorch_and_weights_by_hand(lead):
 def test_sdpa_bool_mask_means_may_attend():
     q, k, v = _qkv(2, 3)
     keep = _random_keep(2, 1, 4, 6)  # broadcast over heads
-    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    out, weights = scaled_dot_product_attention(q, k, v, may_attend=keep)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
     assert torch.all(weights.masked_select(~keep.expand_as(weights)) == 0)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, dtype=F64))
@@ -61,7 +61,7 @@ def test_sdpa_float_mask_is_added():
     q, k, v = _qkv(2)
     additive = torch.randn(4, 6, dtype=F64)
     additive[1, 2:] = float("-inf")
-    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    out, weights = scaled_dot_product_attention(q, k, v, attn_bias=additive)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=additive))
     by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8) + additive, dim=-1)
     torch.testing.assert_close(weights, by_hand)
@@ -74,8 +74,8 @@ def test_sdpa_is_causal_and_scale():
     assert torch.all(weights.triu(diagonal=1) == 0)
     # is_causal combines with a boolean mask
     keep = _random_keep(5, 5)
-    out, _ = scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_mask(5)))
+    out, _ = scaled_dot_product_attention(q, k, v, may_attend=keep, is_causal=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_may_attend(5)))
 
 
 def test_sdpa_is_causal_with_more_keys_than_queries_is_bottom_right_aligned():
@@ -83,21 +83,22 @@ def test_sdpa_is_causal_with_more_keys_than_queries_is_bottom_right_aligned():
     # top-left instead, so compare against the explicit mask
     q, k, v = _qkv(2, q=2, k=5)
     out, weights = scaled_dot_product_attention(q, k, v, is_causal=True)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(2, 5)))
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_may_attend(2, 5)))
     assert torch.all(weights[:, 0, 4] == 0) and torch.all(weights[:, 1] > 0)
 
 
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "bool+causal", "float+causal"])
 def test_fast_path_equals_slow_path(mask_kind):
     q, k, v = _qkv(2, 3, q=6, k=6)
-    attn_mask = None
+    may_attend = bias = None
     if mask_kind.startswith("bool"):
-        attn_mask = _random_keep(2, 1, 6, 6)
+        may_attend = _random_keep(2, 1, 6, 6)
     elif mask_kind.startswith("float"):
-        attn_mask = torch.randn(6, 6, dtype=F64).masked_fill(~_random_keep(6, 6), float("-inf"))
+        bias = torch.randn(6, 6, dtype=F64).masked_fill(~_random_keep(6, 6), float("-inf"))
     causal = mask_kind.endswith("causal")
-    slow, weights = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal)
-    fast, none = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal, need_weights=False)
+    slow, weights = scaled_dot_product_attention(q, k, v, may_attend, is_causal=causal, attn_bias=bias)
+    fast, none = scaled_dot_product_attention(q, k, v, may_attend, is_causal=causal, attn_bias=bias,
+                                              need_weights=False)
     assert none is None and weights is not None
     torch.testing.assert_close(fast, slow)
 
@@ -107,34 +108,33 @@ def test_fully_masked_rows_give_zero_on_both_paths(kind):
     q, k, v = _qkv(2, q=3, k=4)
     keep = torch.ones(3, 4, dtype=torch.bool)
     keep[1] = False  # query 1 may attend to nothing
-    if kind == "bool":
-        mask = keep
-    else:
-        mask = torch.zeros(3, 4, dtype=F64).masked_fill(~keep, float("-inf"))
+    masks = {"may_attend": keep}
+    if kind != "bool":
+        masks = {"attn_bias": torch.zeros(3, 4, dtype=F64).masked_fill(~keep, float("-inf"))}
     causal = kind.endswith("causal")
-    slow, weights = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
-    fast, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, need_weights=False)
+    slow, weights = scaled_dot_product_attention(q, k, v, is_causal=causal, **masks)
+    fast, _ = scaled_dot_product_attention(q, k, v, is_causal=causal, need_weights=False, **masks)
     assert torch.equal(weights[:, 1], torch.zeros(2, 4, dtype=F64))
     assert torch.equal(slow[:, 1], torch.zeros(2, 5, dtype=F64))
     assert torch.isfinite(fast).all()
     torch.testing.assert_close(fast, slow)
     # the other rows are as PyTorch computes them
-    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_mask(3, 4) if causal else keep)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep & causal_may_attend(3, 4) if causal else keep)
     torch.testing.assert_close(slow[:, [0, 2]], ref[:, [0, 2]])
 
 
 def test_padding_invariance():
     q, k, v = _qkv(3)
-    keep = valid_lens_to_mask(torch.tensor([2, 6, 4]), 4, 6)
-    out, weights = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    keep = valid_lens_to_may_attend(torch.tensor([2, 6, 4]), 4, 6)
+    out, weights = scaled_dot_product_attention(q, k, v, may_attend=keep)
     k2, v2 = k.clone(), v.clone()
     pad = ~keep[:, 0]  # (B, K) padded keys
     k2[pad] = torch.randn(int(pad.sum()), 8, dtype=F64) * 50
     v2[pad] = torch.randn(int(pad.sum()), 5, dtype=F64) * 50
-    out2, weights2 = scaled_dot_product_attention(q, k2, v2, attn_mask=keep)
+    out2, weights2 = scaled_dot_product_attention(q, k2, v2, may_attend=keep)
     torch.testing.assert_close(out2, out)
     torch.testing.assert_close(weights2, weights)
-    fast, _ = scaled_dot_product_attention(q, k2, v2, attn_mask=keep, need_weights=False)
+    fast, _ = scaled_dot_product_attention(q, k2, v2, may_attend=keep, need_weights=False)
     torch.testing.assert_close(fast, out)
 
 
@@ -142,7 +142,7 @@ def test_sdpa_gradcheck():
     q, k, v = (t.requires_grad_() for t in _qkv(2, q=3, k=4, d=3, dv=2))
     keep = _random_keep(2, 3, 4)
     keep[1, 2] = False  # one fully masked row: its zero output must have a zero gradient
-    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, attn_mask=keep)[0],
+    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, may_attend=keep)[0],
                                     (q, k, v))
     assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, is_causal=True,
                                                                                  need_weights=False)[0],
@@ -155,7 +155,7 @@ def test_sdpa_gradients_match_pytorch():
     ours = [t.clone().requires_grad_() for t in (q, k, v)]
     ref = [t.clone().requires_grad_() for t in (q, k, v)]
     grad_out = torch.randn(2, 2, 4, 5, dtype=F64)
-    scaled_dot_product_attention(*ours, attn_mask=keep)[0].backward(grad_out)
+    scaled_dot_product_attention(*ours, may_attend=keep)[0].backward(grad_out)
     F.scaled_dot_product_attention(*ref, attn_mask=keep).backward(grad_out)
     for a, b in zip(ours, ref):
         torch.testing.assert_close(a.grad, b.grad)
@@ -191,7 +191,7 @@ def test_dot_product_attention_vs_d2l_and_pytorch(d2l, valid_lens):
     out = ours(q, k, v, valid_lens)
     torch.testing.assert_close(out, theirs(q, k, v, valid_lens))
     torch.testing.assert_close(ours.attention_weights, theirs.attention_weights)
-    keep = None if valid_lens is None else valid_lens_to_mask(valid_lens, 4, 6)
+    keep = None if valid_lens is None else valid_lens_to_may_attend(valid_lens, 4, 6)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep))
 
 
@@ -224,7 +224,7 @@ def test_additive_attention_vs_d2l(d2l, valid_lens):
     scores = torch.tanh((q @ ours.W_q.weight.T)[:, :, None, :] + (k @ ours.W_k.weight.T)[:, None, :, :])
     scores = (scores @ ours.w_v.weight.T).squeeze(-1)
     if valid_lens is not None:
-        scores = scores.masked_fill(~valid_lens_to_mask(valid_lens, 3, 5), float("-inf"))
+        scores = scores.masked_fill(~valid_lens_to_may_attend(valid_lens, 3, 5), float("-inf"))
     torch.testing.assert_close(ours.attention_weights, torch.softmax(scores, -1))
 
 
@@ -291,7 +291,7 @@ def test_multiplicative_attention_with_identity_is_dot_product_attention():
     with torch.no_grad():
         att.W_a.weight.copy_(torch.eye(8))                          # W = I: the plain dot product q.k
     out = att(q, k, v, lens)
-    keep = valid_lens_to_mask(lens, 4, 6)
+    keep = valid_lens_to_may_attend(lens, 4, 6)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=1.0))
     with torch.no_grad():
         att.W_a.weight.copy_(torch.eye(8) / math.sqrt(8))           # W = I / sqrt(d): scaled dot-product
@@ -353,8 +353,8 @@ def _mask_after_softmax(q, k, v, keep):
 @pytest.mark.parametrize("mistake", [_no_sqrt, _softmax_over_queries, _mask_after_softmax])
 def test_typical_mistakes_give_different_outputs(mistake):
     q, k, v = _qkv(2, d=64)
-    keep = valid_lens_to_mask(torch.tensor([3, 5]), 4, 6)
-    ours, _ = scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    keep = valid_lens_to_may_attend(torch.tensor([3, 5]), 4, 6)
+    ours, _ = scaled_dot_product_attention(q, k, v, may_attend=keep)
     assert not torch.allclose(mistake(q, k, v, keep), ours, atol=1e-3)
     # while a correct re-implementation agrees
     scores = (q @ k.transpose(-2, -1) / 8).masked_fill(~keep, float("-inf"))
@@ -378,7 +378,7 @@ def test_attention_calls_make_no_host_synchronisation(monkeypatch):
     for training in (False, True):
         mha.train(training)
         for need_weights in (False, True):
-            out, _ = mha(x, x, x, key_padding_mask=padding, need_weights=need_weights)
+            out, _ = mha(x, x, x, real_keys=~padding, need_weights=need_weights)
             mha(x, x, x, is_causal=True, need_weights=need_weights)
     monkeypatch.undo()
     assert torch.equal(out[1], mha.out_proj.bias.expand(4, 8))  # no key: zero attention output
@@ -389,7 +389,7 @@ def test_is_causal_reaches_pytorch_when_queries_and_keys_align(monkeypatch):
     # tensor), so PyTorch can choose a causal kernel; a cached step of several queries gets the
     # offset mask; a single cached query needs none
     import course_lib.scoring as scoring
-    from course_lib.scoring import attend
+    from course_lib.scoring import scaled_dot_product_attention as attend
 
     calls = []
     real = F.scaled_dot_product_attention
@@ -405,11 +405,11 @@ def test_is_causal_reaches_pytorch_when_queries_and_keys_align(monkeypatch):
     attend(q2, k6, v6, is_causal=True, need_weights=False)
     attend(q2[..., :1, :], k6, v6, is_causal=True, need_weights=False)
     assert calls[0] == (None, True)
-    assert calls[1][1] is False and torch.equal(calls[1][0], causal_mask(2, 6))  # keep mask, offset 4
+    assert calls[1][1] is False and torch.equal(calls[1][0], causal_may_attend(2, 6))  # keep mask, offset 4
     assert calls[2] == (None, False)
     monkeypatch.undo()
     for q, k, v in ((q4, k4, v4), (q2, k6, v6)):  # the fused calls equal the written-out formula
         fused, _ = attend(q, k, v, is_causal=True, need_weights=False)
         written, weights = attend(q, k, v, is_causal=True)
         torch.testing.assert_close(fused, written, rtol=0, atol=1e-12)
-        assert torch.all(weights.masked_select(~causal_mask(q.shape[-2], k.shape[-2])) == 0)
+        assert torch.all(weights.masked_select(~causal_may_attend(q.shape[-2], k.shape[-2])) == 0)

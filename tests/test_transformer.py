@@ -112,7 +112,7 @@ def test_encoder_block_matches_torch(norm_first: bool, use_mask: bool) -> None:
     x = torch.randn(3, 5, 16, dtype=torch.double)
     mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4]) if use_mask else None
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ours, theirs = block(x1, mask), layer(x2, src_key_padding_mask=mask)
+    ours, theirs = block(x1, None if mask is None else ~mask), layer(x2, src_key_padding_mask=mask)
     torch.testing.assert_close(ours, theirs)
     weights = torch.randn_like(ours)
     (ours * weights).sum().backward()
@@ -146,7 +146,7 @@ def test_decoder_block_matches_torch(norm_first: bool) -> None:
     memory = torch.randn(3, 5, 16, dtype=torch.double, requires_grad=True)
     padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4])
     future = nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.double)
-    ours = block(x, memory, padding)
+    ours = block(x, memory, ~padding)
     theirs = layer(x, memory, tgt_mask=future, tgt_is_causal=True, memory_key_padding_mask=padding)
     torch.testing.assert_close(ours, theirs)
     w = torch.randn_like(ours)
@@ -251,7 +251,7 @@ def test_cached_decode_steps_equal_forward(norm_first: bool) -> None:
             steps.append(logits)
             assert state.cache.keys[0].shape == (3, 4, i + 1, 4)  # one cached key per token
     torch.testing.assert_close(torch.stack(steps, dim=1), full, rtol=0, atol=1e-10)
-    assert [tuple(w.shape) for w in model.last_attention_weights] == [(3, 4, 1, 7)] * 2
+    assert model.last_attention_weights.shape == (3, 2, 4, 7)  # (B, layers, H, S): one tensor
 
 
 def test_reorder_state_then_step_equals_forward_on_reordered_batch() -> None:
