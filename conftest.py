@@ -35,22 +35,36 @@ _spec.loader.exec_module(course_lessons)
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()
-_NOT_FAST = {"notebooks", "sandbox", "slow", "browser", "system", "e2e"}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark notebook cells ``notebooks``, e2e tests also ``system``, everything else with no tier
-    ``fast`` (before ``-m`` selects); run the host check last."""
+    """Give every test its tier (before ``-m`` selects): notebook cells ``notebooks``; a test
+    module's items the tier the module declares (``TIER = "fast"``, or a tier marker in its
+    ``pytestmark``), unless the test carries a tier marker of its own; e2e tests also
+    ``system``. A test module that declares no tier stops the run with a message saying how to
+    declare one. The host check runs last."""
+    undeclared: set[str] = set()
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebooks)
         names = {m.name for m in item.iter_markers()}
+        module = getattr(item, "module", None)
+        if module is not None:
+            try:
+                tier = _tiers.declared_tier(module)
+            except ValueError as err:
+                raise pytest.UsageError(str(err)) from None
+            if tier is None:
+                undeclared.add(str(item.path.relative_to(config.rootpath)) if item.path.is_relative_to(config.rootpath)
+                               else str(item.path))
+            elif not names & _tiers.DECLARABLE:
+                item.add_marker(getattr(pytest.mark, tier))
+                names.add(tier)
         if "e2e" in names and "system" not in names:
             item.add_marker(pytest.mark.system)
-            names.add("system")
-        if not names & _NOT_FAST:
-            item.add_marker(pytest.mark.fast)
+    if undeclared:
+        raise pytest.UsageError(_tiers.undeclared_message(sorted(undeclared)))
     items.sort(key=lambda it: it.nodeid.startswith("tests/test_host_unchanged.py"))
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from course_lessons import lesson_id, lesson_notebooks
 
+TIER = "fast"  # tests/_tiers.py
+
 ROOT = Path(__file__).resolve().parent.parent
 REGISTER = ROOT / "docs" / "CLAIMS.md"
 COLUMNS = ["claim id", "claim", "rival explanation", "how the cell rules it out", "seeds held"]

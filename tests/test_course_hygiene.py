@@ -17,6 +17,8 @@ import pytest
 
 from course_lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
 
+TIER = "content"  # content lint (tests/_tiers.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 LESSONS = [

@@ -15,6 +15,9 @@ import pytest
 from course_lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
 
 
+TIER = "fast"  # tests/_tiers.py
+
+
 @pytest.mark.parametrize("name, expected", [
     ("04_bahdanau_attention.ipynb", "4"),
     ("01a_rnn_seq2seq.ipynb", "1a"),

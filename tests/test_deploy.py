@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+TIER = "fast"  # tests/_tiers.py
+
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -151,6 +153,7 @@ def test_hub_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         PyFileConfigLoader("jupyterhub_config.py", path=str(DEPLOY)).load_config()
 
 
+@pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_never_releases_instructor_files(tmp_path: Path) -> None:
     """The course directory has the sources; the release has the learner notebook only."""
     mod = runpy.run_path(str(DEPLOY / "make_course.py"))
@@ -262,6 +265,7 @@ def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> None:
     from grading_dev.zh import build_chinese
 

@@ -28,6 +28,8 @@ import pytest
 
 from course_lessons import lesson_id, lesson_key, lesson_notebooks
 
+TIER = "content"  # content lint (tests/_tiers.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 # lesson id ("4", "1a", "7b") -> notebook; lesson_key orders ids in teaching order
 NOTEBOOKS = {lesson_id(p): p for p in lesson_notebooks(ROOT / "notebooks")}

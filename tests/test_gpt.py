@@ -20,6 +20,8 @@ from course_lib.gpt import (
     sample_next,
 )
 
+TIER = "fast"  # tests/_tiers.py
+
 V = 20
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from course_grader import policy
 
+TIER = "fast"  # tests/_tiers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -26,7 +26,9 @@ from course_grader import cli, sinks
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
-from grading_dev.testing import variant, write_notebook
+from grading_dev.testing import write_notebook
+
+TIER = "fast"  # tests/_tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"

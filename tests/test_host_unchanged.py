@@ -14,6 +14,9 @@ import _tiers
 from _tiers import host_snapshot
 
 
+TIER = "fast"  # tests/_tiers.py
+
+
 def test_checkout_unchanged(host_before):
     after = host_snapshot()
     if after["checkout"] != host_before["checkout"]:

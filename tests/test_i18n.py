@@ -22,6 +22,8 @@ import pytest
 
 from course_lessons import lesson_notebooks
 
+TIER = "content"  # content lint (tests/_tiers.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -25,6 +25,8 @@ from course_lib.transformer import Transformer, TransformerConfig
 
 
 
+TIER = "fast"  # tests/_tiers.py
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "course_lib" / "data_files" / "lesson12_checkpoints"
 SCRIPT = ROOT / "scripts" / "train_lesson12_checkpoints.py"
@@ -51,7 +53,7 @@ def test_shipped_checkpoints_load_into_lesson12s_models() -> None:
     meta = _meta()
     assert set(meta["models"]) == {"gru", "bahdanau", "transformer"}
     total = 0
-    for key, entry in meta["models"].items():
+    for entry in meta["models"].values():
         path = SHIPPED / entry["file"]
         assert path.stat().st_size == entry["bytes"], f"{path.name} is not the file meta.json describes"
         total += entry["bytes"]

@@ -14,6 +14,9 @@ from course_lib.masking import (
 )
 
 
+TIER = "fast"  # tests/_tiers.py
+
+
 @pytest.fixture(scope="module")
 def d2l():
     from course_lib.d2l_compat import import_d2l

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import matplotlib
 
+TIER = "fast"  # tests/_tiers.py
+
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402

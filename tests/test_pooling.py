@@ -21,6 +21,8 @@ from course_lib.pooling import (
     target_function,
 )
 
+TIER = "fast"  # tests/_tiers.py
+
 DT = torch.float64
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from course_lessons import lesson_notebooks
 
+TIER = "content"  # content lint (tests/_tiers.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 ZH = ROOT / "README.zh-CN.md"
 

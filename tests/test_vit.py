@@ -15,6 +15,8 @@ from course_lib.vit import (MLPClassifier, PatchEmbedding, SmallCNN, ViTConfig, 
                             count_parameters, load_digits_split, patchify, shuffle_patches, subsample,
                             train_classifier, unpatchify)
 
+TIER = "fast"  # tests/_tiers.py
+
 F64 = torch.float64
 
 
