@@ -115,6 +115,20 @@ def pytest_configure(config):
     config.stash[_HOST_KEY] = _tiers.host_snapshot()
 
 
+def pytest_unconfigure(config):
+    """Leave no empty ``pytest-of-<user>`` folder in the temporary directory: pytest removes the
+    tmp_path folders of passing tests (tmp_path_retention_policy = "failed", pyproject.toml), and
+    this removes their parent when nothing is left in it (a failed test's folder stays, printed)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    if basetemp is None or config.option.basetemp:  # never made, or the user's own folder
+        return
+    try:
+        basetemp.parent.rmdir()  # only if empty
+    except OSError:
+        pass
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     outcomes = config.stash.get(_OUTCOMES_KEY, {})
     if not outcomes:

@@ -151,7 +151,11 @@ def host_snapshot() -> dict[str, str]:
     snap: dict[str, str] = {}
     for f in ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"):
         try:
-            snap[f] = hashlib.sha256(Path(f).read_bytes()).hexdigest()
+            data = Path(f).read_bytes()
+            snap[f] = hashlib.sha256(data).hexdigest()
+            # the entries' names (never a password field), to say what changed
+            snap[f + " names"] = "\n".join(sorted({line.split(b":", 1)[0].decode(errors="replace")
+                                                   for line in data.splitlines() if line.strip()}))
         except OSError:
             snap[f] = "unreadable"
     opt = Path("/opt")
@@ -165,6 +169,7 @@ def host_snapshot() -> dict[str, str]:
                 except OSError:
                     pass
     snap["/opt"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
+    snap["/opt names"] = "\n".join(names)
     try:
         status = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"],
                                 cwd=REPO, capture_output=True, timeout=60, check=True).stdout
@@ -182,3 +187,19 @@ def host_snapshot() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         snap["checkout"] = "not a git checkout"
     return snap
+
+
+def describe_changes(before: dict[str, str], after: dict[str, str], keys: tuple[str, ...]) -> list[str]:
+    """What changed between two snapshots, one line per place: entries added and removed by
+    name (or "content changed" when the names are the same). Says what, not who: another
+    program on the machine may have made the change while the tests ran."""
+    lines = []
+    for key in keys:
+        if after.get(key) == before.get(key):
+            continue
+        old = set(before.get(key + " names", "").splitlines())
+        new = set(after.get(key + " names", "").splitlines())
+        added, removed = sorted(new - old), sorted(old - new)
+        what = "; ".join(part for part in (f"added {added}" if added else "", f"removed {removed}" if removed else "") if part)
+        lines.append(f"{key}: {what or 'content changed (same entries)'}")
+    return lines
