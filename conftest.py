@@ -1,15 +1,12 @@
 """Test tiers for every test of the repository: tests/ and the lesson notebooks (nbval).
 
 Here, at the root, so that its hooks apply to the notebooks' items too; what each marker means
-is in tests/_tiers.py. tests/conftest.py holds the library tests' own fixtures.
+is in course_tools/tiers.py. tests/conftest.py holds the library tests' own fixtures.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 # Two cores shared with other processes: busy-waiting OpenMP threads can make torch up to 10x
 # slower per step; set before torch starts, and inherited by the notebooks' kernels.
@@ -22,16 +19,7 @@ if hasattr(os, "geteuid") and os.geteuid() == 0:
 
 import pytest  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-import _tiers  # noqa: E402
-
-# scripts/course_lessons.py (how lesson notebooks are named and ordered), importable by the tests
-# and by the scripts they load from file, as the scripts themselves import it.
-_spec = importlib.util.spec_from_file_location("course_lessons",
-                                               Path(__file__).resolve().parent / "scripts" / "course_lessons.py")
-course_lessons = importlib.util.module_from_spec(_spec)
-sys.modules["course_lessons"] = course_lessons
-_spec.loader.exec_module(course_lessons)
+from course_tools import tiers as _tiers  # noqa: E402
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()

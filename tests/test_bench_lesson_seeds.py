@@ -9,7 +9,7 @@ from _bench import load_benchmark
 
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.fixture(scope="module")

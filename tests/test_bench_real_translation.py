@@ -10,7 +10,7 @@ import torch
 
 from course_lib.decoding import greedy_decode
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from course_lib.bpe import BPE, END_OF_WORD
 from course_lib.data import build_vocabs, detokenize, tokenize
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 def reference_bpe(word_counts: Counter, num_merges: int, min_count: int = 2):

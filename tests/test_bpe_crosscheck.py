@@ -20,7 +20,7 @@ from course_lib.bpe import BPE, END_OF_WORD
 from course_lib.data import tokenize
 from course_lib.fra_eng import load_sample
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 try:
     from subword_nmt.apply_bpe import BPE as ReferenceBPE

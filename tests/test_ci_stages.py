@@ -7,9 +7,9 @@ import re
 import subprocess
 from pathlib import Path
 
-import _tiers
+from course_tools import tiers as _tiers
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 CI = ROOT / ".ci" / "run"

@@ -23,7 +23,7 @@ from course_lib.data import tokenize
 from course_lib.fra_eng import read_fra_eng
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.fixture(scope="module")

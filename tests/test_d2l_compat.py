@@ -11,7 +11,7 @@ import torch
 import course_lib.d2l_compat as compat
 from course_lib.d2l_compat import TORCHVISION_HINT, import_d2l
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 def _is_d2l_or_torchvision(name: str) -> bool:

@@ -26,7 +26,7 @@ from course_lib.data import (
 # --------------------------------------------------------------------------- tokenize
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.mark.parametrize(

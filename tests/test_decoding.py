@@ -21,7 +21,7 @@ from course_lib.decoding import (
     translate,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -242,13 +242,13 @@ def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Pa
     # install.sh takes its lessons and settings from course_language.py, per COURSE_LANGUAGE
     script = (DEPLOY / "install.sh").read_text()
     assert 'COURSE_LANGUAGE=${COURSE_LANGUAGE:-en}' in script
-    assert 'deploy/course_language.py lessons --language "$COURSE_LANGUAGE"' in script
-    assert 'deploy/course_language.py overrides --language "$COURSE_LANGUAGE"' in script
-    # the hub's two copies of the lesson glob (course_language.py runs isolated, install.sh in bash)
-    # are the one scripts/course_lessons.py defines for every other tool
-    from course_lessons import GLOB
-    assert mod["LESSON_GLOB"] == GLOB
-    assert f'cp "$LESSONS"/{GLOB} "$COURSE_PREFIX/lessons/"' in script
+    assert '-m deploy.course_language lessons --language "$COURSE_LANGUAGE"' in script
+    assert '-m deploy.course_language overrides --language "$COURSE_LANGUAGE"' in script
+    # one lesson glob: install.sh copies the lessons course_tools.lessons lists, and
+    # course_language.py checks an edition with the same function
+    assert '-m course_tools.lessons list "$LESSONS"' in script
+    assert "[0-9][0-9]*_*.ipynb" not in script
+    assert "LESSON_GLOB" not in mod and "lesson_notebooks" in mod
     assert "cp deploy/jupyter/lab-overrides.json" not in script
 
 

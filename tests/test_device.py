@@ -16,7 +16,7 @@ from course_lib.gqa import GroupedQueryAttention
 from course_lib.multihead import KVCache, MultiHeadAttention
 from course_lib.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 META = torch.device("meta")
 

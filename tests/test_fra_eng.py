@@ -30,7 +30,7 @@ from course_lib.fra_eng import (
     verify_fra_eng,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 LINES = [
     "Go.\tVa\u202f!",

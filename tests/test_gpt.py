@@ -20,7 +20,7 @@ from course_lib.gpt import (
     sample_next,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 V = 20
 

@@ -11,7 +11,7 @@ from course_lib.multihead import KVCache
 from course_lib.gqa import GroupedQueryAttention, kv_cache_bytes_per_token, repeat_kv
 from course_lib.multihead import MultiHeadAttention, split_heads
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

@@ -16,7 +16,7 @@ import torch
 from course_grader import checks
 from course_grader.checks import CheckFailed, as_number, as_shape, assert_equal, assert_number
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -387,7 +387,7 @@ def _run_class(mode: str) -> dict:
     return data
 
 
-# As root, "user" creates an ordinary Unix account: the system tier (tests/_tiers.py).
+# As root, "user" creates an ordinary Unix account: the system tier (course_tools/tiers.py).
 @pytest.fixture(scope="module", params=["grader-user", pytest.param("user", marks=pytest.mark.system if os.geteuid() == 0 else ()),
                                        "root-dropped"])
 def graded(request):

@@ -31,7 +31,7 @@ import pytest
 from grading_dev.generate import list_assignments
 from grading_dev.testing import load_mistakes, variant
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)

@@ -25,7 +25,7 @@ from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
 from grading_dev.testing import load_mistakes, variant, write_notebook
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"

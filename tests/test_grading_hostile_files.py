@@ -27,7 +27,7 @@ from course_grader.notebook import Assignment
 from course_grader.runner import NotebookResult, SubmissionResult, grade_submission
 from course_grader.runner import TestOutcome as Outcome
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"

@@ -25,7 +25,7 @@ from course_grader.runner import TestOutcome as Outcome
 from course_grader.selfcheck import CheckedTest, CheckReport, render_check
 from test_grading_i18n import marked_messages
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 LANGUAGES = ["zh_CN", "zh_TW"]
 # three English words in a row: a sentence (or most of one) left in English

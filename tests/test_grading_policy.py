@@ -17,7 +17,7 @@ import pytest
 
 from course_grader import policy
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

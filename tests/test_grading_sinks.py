@@ -28,7 +28,7 @@ from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
 from grading_dev.testing import write_notebook
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"

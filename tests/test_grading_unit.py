@@ -23,7 +23,7 @@ from course_grader.rpc import LearnerError, RemoteObject, Session
 from course_grader.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
 from grading_dev.testing import variant, write_notebook
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"

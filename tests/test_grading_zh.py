@@ -24,7 +24,7 @@ from grading_dev.generate import generate_exercises, list_assignments
 from grading_dev.testing import load_mistakes, variant, write_notebook
 from grading_dev.zh import build_chinese
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 CJK = re.compile(r"[\u4e00-\u9fff]")

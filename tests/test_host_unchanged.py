@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-import _tiers
-from _tiers import host_snapshot
+from course_tools import tiers as _tiers
+from course_tools.tiers import host_snapshot
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 def test_checkout_unchanged(host_before):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
 

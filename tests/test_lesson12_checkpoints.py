@@ -25,7 +25,7 @@ from course_lib.transformer import Transformer, TransformerConfig
 
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "course_lib" / "data_files" / "lesson12_checkpoints"

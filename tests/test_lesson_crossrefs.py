@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-TIER = "content"  # content lint (tests/_tiers.py)
+TIER = "content"  # content lint (course_tools/tiers.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON11 = "11_translation_head_to_head.ipynb"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import _tiers
+from course_tools import tiers as _tiers
 
-TIER = "lint"  # tests/_tiers.py
+TIER = "lint"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from course_lib.local_attention import layers_to_connect, sliding_window_attenti
 from course_lib.masking import causal_mask
 from course_lib.scoring import scaled_dot_product_attention
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

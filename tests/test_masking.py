@@ -14,7 +14,7 @@ from course_lib.masking import (
 )
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.fixture(scope="module")

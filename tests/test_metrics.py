@@ -20,7 +20,7 @@ from course_lib.metrics import (
 )
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from torch import nn
 from course_lib.masking import causal_mask, valid_lens_to_key_padding_mask, valid_lens_to_mask
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 B, L, S, E, H = 3, 4, 5, 8, 2

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TIER = "slow"  # tests/_tiers.py: two pytest runs in subprocesses
+TIER = "slow"  # course_tools/tiers.py: two pytest runs in subprocesses
 
 ROOT = Path(__file__).resolve().parent.parent
 

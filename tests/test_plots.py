@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import matplotlib
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 matplotlib.use("Agg")
 

@@ -21,7 +21,7 @@ from course_lib.pooling import (
     target_function,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 DT = torch.float64
 

@@ -14,7 +14,7 @@ from course_lib.positional import (
     sinusoidal_encoding,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

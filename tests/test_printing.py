@@ -10,7 +10,7 @@ import torch
 from course_lib.printing import RoundingBoundaryWarning, fmt
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 def test_tensor_layout_does_not_depend_on_exact_ones():

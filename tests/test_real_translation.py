@@ -30,7 +30,7 @@ from course_lib.fra_eng import (
 from course_lib.training import seq2seq_loss, set_seed
 from course_lib.transformer import Transformer, TransformerConfig
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("COURSE_FRA_ENG") or ROOT.parent / "shared" / "data" / "fra-eng.zip")

@@ -10,7 +10,7 @@ import torch
 from course_lib.positional import shift_matrix, sinusoidal_encoding
 from course_lib.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin, rotary_frequencies
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from _bench import load_script
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

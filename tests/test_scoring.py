@@ -12,7 +12,7 @@ from course_lib.masking import causal_mask, valid_lens_to_mask
 from course_lib.scoring import (AdditiveAttention, DotProductAttention, MultiplicativeAttention,
                                 scaled_dot_product_attention)
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

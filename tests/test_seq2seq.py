@@ -19,7 +19,7 @@ from course_lib.seq2seq import (
 
 
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 
 class BidirectionalAttentionSeq2Seq(AttentionSeq2Seq):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_TORCH = REPO / "scripts" / "install_torch.sh"

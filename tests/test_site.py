@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 from _bench import load_site_build
 
-from _tiers import in_ci
+from course_tools.tiers import in_ci
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

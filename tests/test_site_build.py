@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _bench import load_site_build
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 REPO = Path(__file__).resolve().parents[1]
 

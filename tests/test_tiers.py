@@ -1,4 +1,4 @@
-"""Every test module declares its tier (tests/_tiers.py); one that declares none stops collection."""
+"""Every test module declares its tier (course_tools/tiers.py); one that declares none stops collection."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import _tiers
+from course_tools import tiers as _tiers
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 

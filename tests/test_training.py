@@ -30,7 +30,7 @@ from course_lib.training import (
     set_seed,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -18,7 +18,7 @@ from course_lib.transformer import (
     TransformerEncoderBlock,
 )
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 SRC_V, TGT_V = 11, 13
 

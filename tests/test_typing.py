@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TIER = "lint"  # tests/_tiers.py
+TIER = "lint"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from course_lib.vit import (MLPClassifier, PatchEmbedding, SmallCNN, ViTConfig, 
                             count_parameters, load_digits_split, patchify, shuffle_patches, subsample,
                             train_classifier, unpatchify)
 
-TIER = "fast"  # tests/_tiers.py
+TIER = "fast"  # course_tools/tiers.py
 
 F64 = torch.float64
 

@@ -41,7 +41,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # the checkout (an editable install)
 TIERS = ("lint", "fast", "content", "notebooks", "sandbox", "slow", "browser", "system", "e2e")
 # what a test module may declare (notebooks are the lessons, marked automatically)
 DECLARABLE = frozenset(TIERS) - {"notebooks"}
@@ -56,7 +56,7 @@ def declared_tier(module) -> str | None:
     if tier is not None:
         if tier not in DECLARABLE:
             raise ValueError(f"{module.__file__}: TIER = {tier!r} is not a tier; "
-                             f"choose one of {sorted(DECLARABLE)} (tests/_tiers.py says what each means)")
+                             f"choose one of {sorted(DECLARABLE)} (course_tools/tiers.py says what each means)")
         return tier
     marks = getattr(module, "pytestmark", [])
     for mark in marks if isinstance(marks, list) else [marks]:
@@ -68,7 +68,7 @@ def declared_tier(module) -> str | None:
 def undeclared_message(paths: list[str]) -> str:
     return ("these test modules declare no tier: " + ", ".join(paths) + ". Add a line such as "
             "`TIER = \"fast\"` after the imports (or a tier marker in `pytestmark`); the tiers are "
-            + ", ".join(sorted(DECLARABLE)) + " (tests/_tiers.py says what each needs and costs)")
+            + ", ".join(sorted(DECLARABLE)) + " (course_tools/tiers.py says what each needs and costs)")
 
 
 def in_ci() -> bool:
