@@ -74,6 +74,7 @@ def test_a_checkpoint_of_another_architecture_is_refused(tmp_path: Path) -> None
         _load_into(_build(entry), SHIPPED / entry["file"])
 
 
+@pytest.mark.slow  # the script in subprocesses, each importing torch
 def test_script_refuses_bad_arguments(tmp_path: Path) -> None:
     for args, message in [(["--models", "lstm", "--max-steps", "1"], "unknown model"),
                           (["--steps-from", str(tmp_path)], "meta.json not found"),

@@ -42,6 +42,7 @@ def _collect(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
 def test_a_module_without_a_tier_fails_collection_naming_it(tmp_path: Path) -> None:
     result = _collect(tmp_path, "def test_one():\n    pass\n")
     assert result.returncode != 0
@@ -49,6 +50,7 @@ def test_a_module_without_a_tier_fails_collection_naming_it(tmp_path: Path) -> N
     assert 'TIER = "fast"' in result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
 def test_a_declared_module_collects(tmp_path: Path) -> None:
     result = _collect(tmp_path, 'TIER = "fast"\n\n\ndef test_one():\n    pass\n')
     assert result.returncode == 0, result.stdout + result.stderr
