@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.zh import build_chinese
+from course_tools.grading_dev.zh import build_chinese
 
 pytestmark = [pytest.mark.browser]
 

@@ -267,7 +267,7 @@ def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path
 @pytest.mark.slow
 @pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> None:
-    from grading_dev.zh import build_chinese
+    from course_tools.grading_dev.zh import build_chinese
 
     mod = runpy.run_path(str(DEPLOY / "make_course.py"))
     build_chinese(tmp_path, assignments=["lesson03_scoring"])

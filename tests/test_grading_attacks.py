@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from course_grader.sandbox import isolation_status
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 

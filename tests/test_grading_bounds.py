@@ -23,7 +23,7 @@ import pytest
 
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
 

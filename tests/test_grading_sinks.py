@@ -26,7 +26,7 @@ from course_grader import cli, sinks
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
-from grading_dev.testing import write_notebook
+from course_tools.grading_dev.testing import write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
 
