@@ -403,6 +403,7 @@ def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, c
     assert "Public checks: 2 of 3 points." in text
 
 
+@pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier
 def test_the_checks_toolkit_is_the_graders_and_the_old_engine_paths_are_gone():
     # issue 19 moved the toolkit to course_grader.checks; issue 29 deleted the shim
     # course_lib.grading (and the engine aliases of issue 9 went before)
