@@ -1,15 +1,12 @@
 """Test tiers for every test of the repository: tests/ and the lesson notebooks (nbval).
 
 Here, at the root, so that its hooks apply to the notebooks' items too; what each marker means
-is in tests/_tiers.py. tests/conftest.py holds the library tests' own fixtures.
+is in course_tools/tiers.py. tests/conftest.py holds the library tests' own fixtures.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 # Two cores shared with other processes: busy-waiting OpenMP threads can make torch up to 10x
 # slower per step; set before torch starts, and inherited by the notebooks' kernels.
@@ -22,35 +19,40 @@ if hasattr(os, "geteuid") and os.geteuid() == 0:
 
 import pytest  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-import _tiers  # noqa: E402
-
-# scripts/course_lessons.py (how lesson notebooks are named and ordered), importable by the tests
-# and by the scripts they load from file, as the scripts themselves import it.
-_spec = importlib.util.spec_from_file_location("course_lessons",
-                                               Path(__file__).resolve().parent / "scripts" / "course_lessons.py")
-course_lessons = importlib.util.module_from_spec(_spec)
-sys.modules["course_lessons"] = course_lessons
-_spec.loader.exec_module(course_lessons)
+from course_tools import tiers as _tiers  # noqa: E402
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()
-_NOT_FAST = {"notebooks", "sandbox", "slow", "browser", "system", "e2e"}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark notebook cells ``notebooks``, e2e tests also ``system``, everything else with no tier
-    ``fast`` (before ``-m`` selects); run the host check last."""
+    """Give every test its tier (before ``-m`` selects): notebook cells ``notebooks``; a test
+    module's items the tier the module declares (``TIER = "fast"``, or a tier marker in its
+    ``pytestmark``), unless the test carries a tier marker of its own; e2e tests also
+    ``system``. A test module that declares no tier stops the run with a message saying how to
+    declare one. The host check runs last."""
+    undeclared: set[str] = set()
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebooks)
         names = {m.name for m in item.iter_markers()}
+        module = getattr(item, "module", None)
+        if module is not None:
+            try:
+                tier = _tiers.declared_tier(module)
+            except ValueError as err:
+                raise pytest.UsageError(str(err)) from None
+            if tier is None:
+                undeclared.add(str(item.path.relative_to(config.rootpath)) if item.path.is_relative_to(config.rootpath)
+                               else str(item.path))
+            elif not names & _tiers.DECLARABLE:
+                item.add_marker(getattr(pytest.mark, tier))
+                names.add(tier)
         if "e2e" in names and "system" not in names:
             item.add_marker(pytest.mark.system)
-            names.add("system")
-        if not names & _NOT_FAST:
-            item.add_marker(pytest.mark.fast)
+    if undeclared:
+        raise pytest.UsageError(_tiers.undeclared_message(sorted(undeclared)))
     items.sort(key=lambda it: it.nodeid.startswith("tests/test_host_unchanged.py"))
 
 
@@ -99,6 +101,20 @@ def pytest_configure(config):
     global _session_config
     _session_config = config
     config.stash[_HOST_KEY] = _tiers.host_snapshot()
+
+
+def pytest_unconfigure(config):
+    """Leave no empty ``pytest-of-<user>`` folder in the temporary directory: pytest removes the
+    tmp_path folders of passing tests (tmp_path_retention_policy = "failed", pyproject.toml), and
+    this removes their parent when nothing is left in it (a failed test's folder stays, printed)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    basetemp = getattr(factory, "_basetemp", None)
+    if basetemp is None or config.option.basetemp:  # never made, or the user's own folder
+        return
+    try:
+        basetemp.parent.rmdir()  # only if empty
+    except OSError:
+        pass
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

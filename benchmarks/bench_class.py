@@ -31,9 +31,8 @@ BIN = Path(sys.executable).parent
 
 def make_class(course: Path, assignment: str, n: int) -> dict[str, str]:
     """Write n submissions into course/submitted/; returns student -> kind."""
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/grading_dev: the authoring helpers
     from course_grader.notebook import Assignment
-    from grading_dev.testing import load_mistakes, variant, write_notebook
+    from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
     source = Assignment.load(ROOT / "solutions" / assignment)
     (name, nb), = source.notebooks.items()

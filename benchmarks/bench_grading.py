@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # tests/grading_dev: the authoring helpers
+from course_grader import cli
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
-from course_grader import cli  # noqa: E402
-from grading_dev.testing import load_mistakes, variant, write_notebook  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 ASSIGNMENT = "lesson03_scoring"
 SOLUTION = ROOT / "solutions" / ASSIGNMENT / "scoring.ipynb"

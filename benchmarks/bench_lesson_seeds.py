@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                              "scripts/run_notebooks.py with COURSE_SEED unset) instead of re-running it")
     args = parser.parse_args(argv)
 
-    report = [f"# Lesson claims across seeds\n",
+    report = ["# Lesson claims across seeds\n",
               f"Seeds {args.seeds}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset (all cores)')}; "
               f"{os.cpu_count()} CPUs; made by `benchmarks/bench_lesson_seeds.py`.\n"]
     failures = 0

@@ -13,7 +13,7 @@ recorded; no torch), :mod:`submission` (the one door for a submission's files), 
 nbgrader settings, ``init-course``), :mod:`nbgrader_export` (grades into nbgrader's
 ``gradebook.db``, ``autograded/`` and ``feedback/``). The authoring and QA tools (exercise
 generation, notebook builders, the fairness harness) live in the repository's
-``tests/grading_dev/``, not here.
+``course_tools/grading_dev/``, not here.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Learner::
     course-grade --check exercises/lesson03_scoring/scoring.ipynb [--release RELEASED.ipynb]
 
 Authors regenerate ``exercises/`` from ``solutions/`` with ``bash scripts/generate_exercises.sh``
-(the authoring and QA tools live in the repository's ``tests/grading_dev/``, not in the grader).
+(the authoring and QA tools live in the repository's ``course_tools/grading_dev/``, not in the grader).
 
 The answer key is ``--answer-key PATH``, else ``source/<assignment>/`` of the nbgrader course
 around ``SUBMISSIONS_DIR`` or the current folder (the course repository's own

@@ -1,8 +1,10 @@
 """The language a class is run in: English (default) or Simplified Chinese (issue 23).
 
 Used by ``deploy/install.sh`` (``COURSE_LANGUAGE=zh-CN``) and ``deploy/make_course.py``
-(``--language zh-CN``, default ``$COURSE_LANGUAGE``). Standard library only: install.sh runs it
-with the system's Python before the course environment exists.
+(``--language zh-CN``, default ``$COURSE_LANGUAGE``). Standard library and ``course_tools``
+(standard library too) only: install.sh runs it with the system's Python from the checkout
+(``python3 -m deploy.course_language``, so that ``course_tools`` is found there) before the
+course environment exists.
 
 For a class run in Chinese:
 
@@ -16,9 +18,9 @@ For a class run in Chinese:
 * the assignments are the Chinese ones, ``zh/solutions/`` (released as ``zh/exercises/`` is
   generated; graded by the same answer key: the code and tests are the English ones).
 
-    python3 deploy/course_language.py overrides --language zh-CN [--base deploy/jupyter/lab-overrides.json]
-    python3 deploy/course_language.py lessons --language zh-CN       # the folder of lessons to install
-    python3 deploy/course_language.py solutions --language zh-CN     # the folder of source assignments
+    python3 -m deploy.course_language overrides --language zh-CN [--base deploy/jupyter/lab-overrides.json]
+    python3 -m deploy.course_language lessons --language zh-CN       # the folder of lessons to install
+    python3 -m deploy.course_language solutions --language zh-CN     # the folder of source assignments
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from course_tools.lessons import lesson_notebooks
+
 REPO = Path(__file__).resolve().parents[1]
-LESSON_GLOB = "[0-9][0-9]*_*.ipynb"   # 04_name.ipynb, and 07a_/07b_ for a lesson in parts (scripts/course_lessons.py)
 #: Language of a class -> (lessons folder, source assignments folder, JupyterLab locale or None).
 LANGUAGES = {
     "en": ("notebooks", "solutions", None),
@@ -66,8 +69,8 @@ def lab_overrides(base: dict, lang: str) -> dict:
 def lessons_dir(lang: str, repo: Path = REPO) -> Path:
     """The lessons of a class in ``lang``: every English lesson, in that language."""
     folder = repo / LANGUAGES[language(lang)][0]
-    english = sorted(p.name for p in (repo / "notebooks").glob(LESSON_GLOB))
-    have = {p.name for p in folder.glob(LESSON_GLOB)} if folder.is_dir() else set()
+    english = [p.name for p in lesson_notebooks(repo / "notebooks")]
+    have = {p.name for p in lesson_notebooks(folder)} if folder.is_dir() else set()
     missing = [n for n in english if n not in have]
     if missing:
         raise SystemExit(f"{folder}: lessons missing ({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}); "

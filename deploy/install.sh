@@ -37,8 +37,8 @@ fi
 
 # The class language: its lessons and JupyterLab settings (a clear error for an unknown language
 # or a Chinese edition that was not built), before anything is installed.
-LESSONS=$("$BASE_PYTHON" deploy/course_language.py lessons --language "$COURSE_LANGUAGE")
-OVERRIDES=$("$BASE_PYTHON" deploy/course_language.py overrides --language "$COURSE_LANGUAGE")
+LESSONS=$("$BASE_PYTHON" -m deploy.course_language lessons --language "$COURSE_LANGUAGE")
+OVERRIDES=$("$BASE_PYTHON" -m deploy.course_language overrides --language "$COURSE_LANGUAGE")
 
 umask 022
 VENV=$COURSE_PREFIX/venv
@@ -79,7 +79,10 @@ bash scripts/install_terminal.sh "$VENV"
 # Lessons: a read-only reference copy; the hub copies them into each learner's home.
 rm -rf "$COURSE_PREFIX/lessons"
 mkdir -p "$COURSE_PREFIX/lessons"
-cp "$LESSONS"/[0-9][0-9]*_*.ipynb "$COURSE_PREFIX/lessons/"
+# (which files are lessons: course_tools.lessons, the repository's one lesson glob)
+"$BASE_PYTHON" -m course_tools.lessons list "$LESSONS" | while read -r lesson; do
+  cp "$LESSONS/$lesson" "$COURSE_PREFIX/lessons/"
+done
 # Class-wide JupyterLab settings: render every cell of a notebook (no virtual scrolling), so
 # "Run All" output and search behave the same for every learner; in a Chinese class, the
 # Chinese interface (deploy/jupyter/lab-overrides.json + the locale, deploy/course_language.py).

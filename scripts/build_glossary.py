@@ -24,8 +24,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from course_lessons import lesson_key  # noqa: E402
+from course_tools.lessons import lesson_key
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ROOT / "docs" / "glossary"

@@ -19,6 +19,10 @@
 #   mkl_compat   : MKL_CBWR=COMPATIBLE
 #   aten_avx2    : ATEN_CPU_CAPABILITY=avx2   (only where the CPU has AVX2)
 #   aten_default : ATEN_CPU_CAPABILITY=default (no vector kernels at all)
+# A setting that gives this machine's own configuration again is skipped, saying so: its run
+# would repeat the default one (on a CPU without AVX-512, ATen already picks its AVX2 kernels,
+# so aten_avx2 changes nothing; on one core, threads1 changes nothing). What is compared: ATen's
+# chosen kernels, torch's thread count and the MKL_CBWR setting. `default` always runs.
 # Prints one line per setting and exits non-zero if any setting fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,12 +54,23 @@ all=(default threads1 threads2 threads4 mkl_avx2 mkl_avx512 mkl_compat aten_avx2
 settings=("$@")
 [ ${#settings[@]} -eq 0 ] && settings=("${all[@]}")
 
+# what torch runs with under a setting: kernels (ATen capability), threads, MKL's code path
+effective() {
+  # shellcheck disable=SC2086
+  env $1 "$PY" -c 'import os, torch; print(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads(), os.environ.get("MKL_CBWR", "auto"))'
+}
+machine=$(effective "")
+
 failed=0
 summary=()
 for s in "${settings[@]}"; do
   e=$(env_of "$s")
   if [ "$e" = "BAD" ]; then echo "unknown setting '$s'; choose from: ${all[*]}" >&2; exit 2; fi
   if [ "$e" = "SKIP" ]; then summary+=("$s: skipped (this CPU lacks the instruction set)"); continue; fi
+  if [ "$s" != default ] && [ "$(effective "$e")" = "$machine" ]; then
+    summary+=("$s: skipped (${e} gives this machine's default again: kernels, threads, MKL path = $machine)")
+    continue
+  fi
   echo "=== portability setting $s: ${e:-(machine default)}"
   start=$(date +%s)
   # shellcheck disable=SC2086

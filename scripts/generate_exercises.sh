@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
-PYTHONPATH="$PWD/tests:$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m grading_dev generate "$@"
+"$PY" -m course_tools.grading_dev generate "$@"

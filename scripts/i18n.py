@@ -51,8 +51,7 @@ from pathlib import Path
 
 import polib
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from course_lessons import lesson_notebooks  # noqa: E402
+from course_tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZY_MIN_RATIO = 0.5     # how alike an old English cell must be to lend its translation

@@ -21,8 +21,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from course_lessons import lesson_notebooks  # noqa: E402
+from course_tools.lessons import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,10 +35,11 @@ import urllib.parse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from course_tools.lessons import NAME as LESSON_NAME
+from course_tools.lessons import lesson_id, lesson_key
+
 REPO = Path(__file__).resolve().parents[1]
 SITE = Path(__file__).resolve().parent
-sys.path.insert(0, str(REPO / "scripts"))
-from course_lessons import NAME as LESSON_NAME, lesson_id, lesson_key  # noqa: E402
 
 #: The fonts the CJK web font is cut from, first found wins (Debian's fonts-wqy-microhei).
 CJK_FONTS = [Path("/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),

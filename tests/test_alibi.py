@@ -11,6 +11,8 @@ from course_lib.alibi import ALiBi, alibi_bias, alibi_slopes
 from course_lib.gqa import GroupedQueryAttention
 from course_lib.multihead import KVCache, split_heads
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

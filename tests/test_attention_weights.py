@@ -18,6 +18,8 @@ from course_lib.scoring import AdditiveAttention, DotProductAttention, Multiplic
 from course_lib.seq2seq import AttentionSeq2Seq, Seq2SeqConfig
 from course_lib.transformer import Transformer, TransformerConfig
 
+TIER = "fast"  # course_tools/tiers.py
+
 
 def _assert_recorded(weights: object, shape: tuple[int, ...], who: str) -> None:
     assert isinstance(weights, Tensor), f"{who}: attention weights must be one tensor, got {type(weights).__name__}"

@@ -9,6 +9,9 @@ from _bench import load_benchmark
 
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 @pytest.fixture(scope="module")
 def bench():
     return load_benchmark("bench_lesson_seeds")

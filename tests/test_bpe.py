@@ -11,6 +11,9 @@ from course_lib.bpe import BPE, END_OF_WORD
 from course_lib.data import build_vocabs, detokenize, tokenize
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 def reference_bpe(word_counts: Counter, num_merges: int, min_count: int = 2):
     """Textbook BPE: recount every pair of every word at every step."""
     words = {w: tuple(w[:-1]) + (w[-1] + END_OF_WORD,) for w in word_counts}

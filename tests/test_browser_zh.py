@@ -30,14 +30,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from grading_dev.zh import build_chinese
+from course_tools.grading_dev.zh import build_chinese
 
 pytestmark = [pytest.mark.browser]
 
@@ -179,7 +178,7 @@ def _check_glyphs(page, selector: str, chars: str) -> dict:
     return got
 
 
-def test_chinese_lesson_in_chinese_jupyterlab(lab):
+def test_chinese_lesson_in_chinese_jupyterlab(lab, tmp_path):
     from playwright.sync_api import sync_playwright
 
     base, token, work, edition = lab
@@ -188,9 +187,11 @@ def test_chinese_lesson_in_chinese_jupyterlab(lab):
     rel = lesson.relative_to(work).as_posix()
     nb = json.loads(lesson.read_text("utf-8"))
     assert nb["metadata"]["course"]["language"] == tag
-    artifacts = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-browser-zh-"))
+    # the screenshot: in COURSE_E2E_ARTIFACTS if set (kept), else in pytest's tmp_path, removed
+    # after a passing run and kept after a failing one (tmp_path_retention_policy = "failed")
+    artifacts = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tmp_path)
     artifacts.mkdir(parents=True, exist_ok=True)
-    print(f"\nbrowser test screenshot: {artifacts}")
+    print(f"\nbrowser test screenshot: {artifacts} (kept if the test fails; COURSE_E2E_ARTIFACTS keeps it always)")
     shot = artifacts / f"{folder}-lesson-03.png"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,

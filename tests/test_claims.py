@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lessons import lesson_id, lesson_notebooks
+from course_tools.lessons import lesson_id, lesson_notebooks
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTER = ROOT / "docs" / "CLAIMS.md"

@@ -23,6 +23,9 @@ from course_lib.data import tokenize
 from course_lib.fra_eng import read_fra_eng
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 @pytest.fixture(scope="module")
 def pairs() -> list[tuple[str, str]]:
     return generate_pairs(3000, seed=0)

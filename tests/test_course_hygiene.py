@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+from course_tools.lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+
+TIER = "content"  # content lint (course_tools/tiers.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")

@@ -1,4 +1,4 @@
-"""scripts/course_lessons.py: how lesson notebooks are named, numbered and ordered.
+"""course_tools/lessons.py: how lesson notebooks are named, numbered and ordered.
 
 Lessons 1 and 7 are taught in two parts (01a_, 01b_, 07a_, 07b_); every tool that lists the
 lessons (the i18n build, run_notebooks.py, the glossary, the class hub's copy) goes through
@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from course_lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+from course_tools.lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+
+
+TIER = "fast"  # course_tools/tiers.py
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -11,6 +11,9 @@ import torch
 import course_lib.d2l_compat as compat
 from course_lib.d2l_compat import TORCHVISION_HINT, import_d2l
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 def _is_d2l_or_torchvision(name: str) -> bool:
     return name.split(".")[0] in ("d2l", "torchvision")
 

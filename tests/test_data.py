@@ -26,6 +26,9 @@ from course_lib.data import (
 # --------------------------------------------------------------------------- tokenize
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+TIER = "fast"  # course_tools/tiers.py
+
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -151,6 +153,7 @@ def test_hub_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         PyFileConfigLoader("jupyterhub_config.py", path=str(DEPLOY)).load_config()
 
 
+@pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_never_releases_instructor_files(tmp_path: Path) -> None:
     """The course directory has the sources; the release has the learner notebook only."""
     mod = runpy.run_path(str(DEPLOY / "make_course.py"))
@@ -239,13 +242,13 @@ def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Pa
     # install.sh takes its lessons and settings from course_language.py, per COURSE_LANGUAGE
     script = (DEPLOY / "install.sh").read_text()
     assert 'COURSE_LANGUAGE=${COURSE_LANGUAGE:-en}' in script
-    assert 'deploy/course_language.py lessons --language "$COURSE_LANGUAGE"' in script
-    assert 'deploy/course_language.py overrides --language "$COURSE_LANGUAGE"' in script
-    # the hub's two copies of the lesson glob (course_language.py runs isolated, install.sh in bash)
-    # are the one scripts/course_lessons.py defines for every other tool
-    from course_lessons import GLOB
-    assert mod["LESSON_GLOB"] == GLOB
-    assert f'cp "$LESSONS"/{GLOB} "$COURSE_PREFIX/lessons/"' in script
+    assert '-m deploy.course_language lessons --language "$COURSE_LANGUAGE"' in script
+    assert '-m deploy.course_language overrides --language "$COURSE_LANGUAGE"' in script
+    # one lesson glob: install.sh copies the lessons course_tools.lessons lists, and
+    # course_language.py checks an edition with the same function
+    assert '-m course_tools.lessons list "$LESSONS"' in script
+    assert "[0-9][0-9]*_*.ipynb" not in script
+    assert "LESSON_GLOB" not in mod and "lesson_notebooks" in mod
     assert "cp deploy/jupyter/lab-overrides.json" not in script
 
 
@@ -262,8 +265,9 @@ def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> None:
-    from grading_dev.zh import build_chinese
+    from course_tools.grading_dev.zh import build_chinese
 
     mod = runpy.run_path(str(DEPLOY / "make_course.py"))
     build_chinese(tmp_path, assignments=["lesson03_scoring"])

@@ -49,8 +49,15 @@ import pytest
 pytestmark = [pytest.mark.e2e, pytest.mark.system, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
-# Screenshots, hub log and timings: a fresh temporary folder (printed), or COURSE_E2E_ARTIFACTS.
-ARTIFACTS = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-e2e-artifacts-"))
+
+
+def _artifacts_folder() -> Path:
+    """Screenshots, hub log and timings: COURSE_E2E_ARTIFACTS, or a fresh temporary folder that
+    the test prints and keeps. Made by the hub fixture, when the test runs: never at import (a
+    skipped or deselected test leaves nothing behind)."""
+    path = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-e2e-artifacts-"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 PREFIX = Path(os.environ.get("COURSE_PREFIX", "/opt/attention-course"))
 VENV_BIN = PREFIX / "venv" / "bin"
 CHROMIUM = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")
@@ -176,6 +183,7 @@ class Hub:
     state: Path
     log: Path
     passwords: dict[str, str]
+    artifacts: Path  # screenshots, hub log, timings (kept, printed)
     timings: dict[str, float] = field(default_factory=dict)
     shots: list[Path] = field(default_factory=list)
 
@@ -213,9 +221,9 @@ def hub() -> Iterator[Hub]:
         assert shutil.which(tool) or Path(tool).exists(), (
             f"{tool} is missing: run `sudo bash scripts/setup_system.sh` (installs chromium, nodejs, "
             "configurable-http-proxy, ...)")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    print(f"\ne2e screenshots, hub log and timings: {ARTIFACTS}")
-    for old in ARTIFACTS.glob("*.png"):
+    artifacts = _artifacts_folder()
+    print(f"\ne2e screenshots, hub log and timings: {artifacts}")
+    for old in artifacts.glob("*.png"):
         old.unlink()
     _remove_users()
     root = Path(tempfile.mkdtemp(prefix="course-e2e-", dir="/tmp"))
@@ -260,7 +268,7 @@ def hub() -> Iterator[Hub]:
         _wait_http(f"{url}/hub/api/", HUB_START, proc, "JupyterHub", log)
         timings["setup: hub start"] = time.monotonic() - t
         yield Hub(url=url, proc=proc, root=root, exchange=exchange, state=state, log=log,
-                  passwords=passwords, timings=timings)
+                  passwords=passwords, artifacts=artifacts, timings=timings)
     finally:
         if proc is not None:
             # The hub stops the users' servers and its proxy on SIGTERM (cleanup_servers).
@@ -277,10 +285,10 @@ def hub() -> Iterator[Hub]:
                 except ValueError:
                     pass
             if log.exists():
-                shutil.copy(log, ARTIFACTS / "hub.log")
+                shutil.copy(log, artifacts / "hub.log")
         _remove_users()
         shutil.rmtree(root, ignore_errors=True)
-        (ARTIFACTS / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+        (artifacts / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
 
 
 # --- the browser -------------------------------------------------------------------------
@@ -294,7 +302,7 @@ class Screen:
         self.who = who
 
     def shot(self, name: str) -> Path:
-        path = ARTIFACTS / f"{self.who}-{name}.png"
+        path = self.hub.artifacts / f"{self.who}-{name}.png"
         self.page.screenshot(path=str(path))
         self.hub.shots.append(path)
         return path

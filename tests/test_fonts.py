@@ -11,6 +11,8 @@ import pytest
 from course_lib.fonts import CJK_FONT_PACKAGE, find_cjk_font, use_cjk_font
 from course_lib.training import setup_lesson
 
+TIER = "fast"  # course_tools/tiers.py
+
 TEXT = "注意力汇聚：查询、键和值"
 
 

@@ -30,6 +30,8 @@ from course_lib.fra_eng import (
     verify_fra_eng,
 )
 
+TIER = "fast"  # course_tools/tiers.py
+
 LINES = [
     "Go.\tVa\u202f!",
     "Go.\tMarche.\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272 (CM) & #1158250 (Wittydev)",

@@ -15,6 +15,8 @@ import pytest
 
 from course_lib.fra_eng import SAMPLE_FILE, SAMPLE_PAIRS, load_sample, near_duplicate_key, read_fra_eng, split_pairs
 
+TIER = "fast"  # course_tools/tiers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("COURSE_FRA_ENG") or ROOT.parent / "shared" / "data" / "fra-eng.zip")
 

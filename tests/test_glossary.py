@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lessons import lesson_id, lesson_key, lesson_notebooks
+from course_tools.lessons import lesson_id, lesson_key, lesson_notebooks
+
+TIER = "content"  # content lint (course_tools/tiers.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 # lesson id ("4", "1a", "7b") -> notebook; lesson_key orders ids in teaching order

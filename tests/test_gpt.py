@@ -20,6 +20,8 @@ from course_lib.gpt import (
     sample_next,
 )
 
+TIER = "fast"  # course_tools/tiers.py
+
 V = 20
 
 

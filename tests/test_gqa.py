@@ -11,6 +11,8 @@ from course_lib.multihead import KVCache
 from course_lib.gqa import GroupedQueryAttention, kv_cache_bytes_per_token, repeat_kv
 from course_lib.multihead import MultiHeadAttention, split_heads
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from course_grader.cli import find_submissions, grade_many
-from grading_dev.generate import EDITIONS, generate_exercises, list_assignments
+from course_tools.grading_dev.generate import EDITIONS, generate_exercises, list_assignments
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 

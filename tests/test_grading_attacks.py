@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from course_grader.sandbox import isolation_status
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 
@@ -387,7 +387,7 @@ def _run_class(mode: str) -> dict:
     return data
 
 
-# As root, "user" creates an ordinary Unix account: the system tier (tests/_tiers.py).
+# As root, "user" creates an ordinary Unix account: the system tier (course_tools/tiers.py).
 @pytest.fixture(scope="module", params=["grader-user", pytest.param("user", marks=pytest.mark.system if os.geteuid() == 0 else ()),
                                        "root-dropped"])
 def graded(request):

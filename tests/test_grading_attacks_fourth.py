@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from nbgrader.utils import compute_checksum
 
-from grading_dev.testing import variant, write_notebook
+from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -251,7 +251,7 @@ def test_a_failing_test_names_the_learner_function_that_failed_its_own_check(tmp
     from course_grader.notebook import Assignment
     from course_grader.runner import grade_submission
     from course_grader.sandbox import SandboxConfig
-    from grading_dev.testing import load_mistakes
+    from course_tools.grading_dev.testing import load_mistakes
     wrong = load_mistakes(SOLUTION.parent)["mask_after_softmax"]["replace"]
     path = write_notebook(variant(SOLUTION, replace=wrong), tmp_path / "learner" / "scoring.ipynb")
     res = grade_submission(Assignment.load(SOLUTION.parent), "learner", {"scoring": path}, seed=1,

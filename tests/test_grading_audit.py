@@ -28,8 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.generate import list_assignments
-from grading_dev.testing import load_mistakes, variant
+from course_tools.grading_dev.generate import list_assignments
+from course_tools.grading_dev.testing import load_mistakes, variant
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)
@@ -168,7 +170,7 @@ TRIVIAL = {"identity": "return {arg}", "zeros": "import torch\nreturn torch.zero
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_trivial_functions_earn_no_point_they_are_not_listed_for(name):
     from course_grader.notebook import Assignment
-    from grading_dev.fairness import outcomes_under_seeds
+    from course_tools.grading_dev.fairness import outcomes_under_seeds
     assignment = Assignment.load(ROOT / "solutions" / name)
     mistakes = load_mistakes(ROOT / "solutions" / name)
     allowed: dict[str, set[str]] = {}  # function -> tests a listed trivial mistake may pass... none

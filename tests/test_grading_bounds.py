@@ -23,7 +23,9 @@ import pytest
 
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
@@ -211,7 +213,7 @@ def test_release_source_is_nbgraders_own_clearing(tmp_path):
               "nested solution": ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", True, False),
               "unterminated hidden tests": ("assert x\n### BEGIN HIDDEN TESTS\nassert y\n", False, True),
               "nested hidden tests": ("### BEGIN HIDDEN TESTS\n### BEGIN HIDDEN TESTS\n### END HIDDEN TESTS", False, True)}
-    for what, (source, solution, test) in broken.items():
+    for source, solution, test in broken.values():  # (the keys name the cases for a reader)
         with pytest.raises(RuntimeError):
             nbgrader(source, solution, test)
         with pytest.raises(NotebookError):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.testing import variant, write_notebook
+from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 

@@ -3,7 +3,7 @@
 For every assignment in ``solutions/`` (discovered, so a new assignment is covered without
 editing this file) and every typical mistake of its ``mistakes.py``, each test cell runs
 under 50 seeds, seeded exactly as ``course-grade --seed S`` seeds it
-(:mod:`grading_dev.fairness`), and must give the same verdict under every seed. The
+(:mod:`course_tools.grading_dev.fairness`), and must give the same verdict under every seed. The
 solution passes every test under every seed. Mistakes marked ``"public": True`` are the
 common ones the learner's self-check (public tests only) must catch.
 
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from course_grader import variants
-from grading_dev.fairness import SeedOutcomes, outcomes_under_seeds
-from grading_dev.generate import list_assignments
+from course_tools.grading_dev.fairness import SeedOutcomes, outcomes_under_seeds
+from course_tools.grading_dev.generate import list_assignments
 from course_grader.notebook import Assignment, SourceNotebook
 from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -23,8 +23,10 @@ from course_grader.runner import TestOutcome as Outcome
 from course_grader.sandbox import SandboxConfig
 from course_grader.selfcheck import CheckedTest, CheckReport, render_check, self_check
 from course_grader.sinks import terminal_block
-from grading_dev.generate import list_assignments
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.generate import list_assignments
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUES = {lang: ROOT / "course_grader" / "locale" / lang / "LC_MESSAGES" / "course_grader.po"

@@ -27,6 +27,8 @@ from course_grader.notebook import Assignment
 from course_grader.runner import NotebookResult, SubmissionResult, grade_submission
 from course_grader.runner import TestOutcome as Outcome
 
+TIER = "fast"  # course_tools/tiers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"
 RELEASED = ROOT / "exercises" / "lesson03_scoring"

@@ -22,6 +22,8 @@ from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
 from course_grader.selfcheck import CheckedTest, CheckReport, render_check
 
+TIER = "fast"  # course_tools/tiers.py
+
 ROOT = Path(__file__).resolve().parents[1]
 PO = ROOT / "course_grader" / "locale" / "zh_CN" / "LC_MESSAGES" / "course_grader.po"
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -25,6 +25,8 @@ from course_grader.runner import TestOutcome as Outcome
 from course_grader.selfcheck import CheckedTest, CheckReport, render_check
 from test_grading_i18n import marked_messages
 
+TIER = "fast"  # course_tools/tiers.py
+
 LANGUAGES = ["zh_CN", "zh_TW"]
 # three English words in a row: a sentence (or most of one) left in English
 ENGLISH_RUN = re.compile(r"[A-Za-z][a-z]+(?:[ ,'’-]+[A-Za-z][a-z]+){2,}")

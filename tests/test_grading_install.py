@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_dev.testing import variant, write_notebook
+from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

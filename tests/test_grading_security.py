@@ -21,7 +21,7 @@ import pytest
 
 from course_grader import cli
 from course_grader.sandbox import descendants
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 

@@ -26,7 +26,9 @@ from course_grader import cli, sinks
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
-from grading_dev.testing import variant, write_notebook
+from course_tools.grading_dev.testing import write_notebook
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"
@@ -212,6 +214,7 @@ def _nb(marker: str) -> str:
     return json.dumps(nb)
 
 
+@pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier
 def test_a_class_run_prints_no_escape_and_reports_refused_ids(tmp_path, fake_grading, capsys):
     sub = tmp_path / "submitted"
     _learner(sub, "alice", text=_nb("PASS"))
@@ -230,6 +233,7 @@ def test_a_class_run_prints_no_escape_and_reports_refused_ids(tmp_path, fake_gra
     assert {e["entry"] for e in data["not_graded"]} == {"bob", sinks.terminal("mallory" + ESCAPES.split("\r")[0][:30]) + "/ (a folder)"}
 
 
+@pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier
 def test_the_bytes_graded_are_hashed_recorded_and_exported_not_reread(tmp_path, fake_grading):
     sub = tmp_path / "submitted"
     original = _nb("PASS")
@@ -249,6 +253,7 @@ def test_the_bytes_graded_are_hashed_recorded_and_exported_not_reread(tmp_path, 
 
 # -- an interrupted run keeps what was graded, and a re-run resumes ----------------------------
 
+@pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier
 def test_an_interrupted_run_keeps_results_and_the_previous_gradebook_and_resumes(tmp_path, fake_grading, capsys):
     import signal
     sub = tmp_path / "submitted"

@@ -21,7 +21,9 @@ from course_grader.notebook import (NotebookError, SourceNotebook, load_notebook
                                          release_source, scan_imports)
 from course_grader.rpc import LearnerError, RemoteObject, Session
 from course_grader.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
-from grading_dev.testing import variant, write_notebook
+from course_tools.grading_dev.testing import variant, write_notebook
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
@@ -359,7 +361,7 @@ def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
 
 @pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsys):
-    from grading_dev.testing import load_mistakes
+    from course_tools.grading_dev.testing import load_mistakes
     wrong = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["mask_after_softmax"]["replace"]
     no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
     nb = _learner_notebook(tmp_path / "a" / "scoring.ipynb", replace=no_sqrt)
@@ -393,7 +395,7 @@ def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
 def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, capsys):
     """Given the instructor's source as --release (no checksums, hidden regions), the hidden
     parts are still not run and the report still names them."""
-    from grading_dev.testing import load_mistakes
+    from course_tools.grading_dev.testing import load_mistakes
     no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
     nb = _learner_notebook(tmp_path / "scoring.ipynb", replace=no_sqrt)
     assert cli.main(["--check", str(nb), "--release", str(SOLUTION)]) == 1
@@ -402,6 +404,7 @@ def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, c
     assert "Public checks: 2 of 3 points." in text
 
 
+@pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier
 def test_the_checks_toolkit_is_the_graders_and_the_old_engine_paths_are_gone():
     # issue 19 moved the toolkit to course_grader.checks; issue 29 deleted the shim
     # course_lib.grading (and the engine aliases of issue 9 went before)

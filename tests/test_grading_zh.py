@@ -20,9 +20,11 @@ from course_grader.feedback import render_html
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
 from course_grader.selfcheck import render_check, self_check
-from grading_dev.generate import generate_exercises, list_assignments
-from grading_dev.testing import load_mistakes, variant, write_notebook
-from grading_dev.zh import build_chinese
+from course_tools.grading_dev.generate import generate_exercises, list_assignments
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.zh import build_chinese
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-import _tiers
-from _tiers import host_snapshot
+from course_tools import tiers as _tiers
+from course_tools.tiers import host_snapshot
+
+
+TIER = "fast"  # course_tools/tiers.py
 
 
 def test_checkout_unchanged(host_before):
@@ -28,6 +31,16 @@ def test_system_unchanged_without_system_tier(host_before, pytestconfig):
     if _tiers.system_asked(pytestconfig.getoption("markexpr") or ""):
         pytest.skip("the system tier ran: it may add users and install under /opt")
     after = host_snapshot()
-    changed = [k for k in ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow", "/opt")
-               if after[k] != host_before[k]]
-    assert not changed, f"a default test run changed {changed} (only the system tier may)"
+    changed = _tiers.describe_changes(host_before, after, ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow", "/opt"))
+    assert not changed, (
+        "between the start and the end of this test run (the system tier was not asked), these changed: "
+        + "; ".join(changed) + ". A test may have done it, or another program on this machine while the "
+        "tests ran (a package install, another user's job): the entries above say which.")
+
+
+def test_a_change_is_described_by_its_entries() -> None:
+    before = {"/etc/passwd": "a", "/etc/passwd names": "root\nbin", "/opt": "x", "/opt names": "conda"}
+    after = {"/etc/passwd": "b", "/etc/passwd names": "root\nbin\nlearner1", "/opt": "y", "/opt names": "conda"}
+    assert _tiers.describe_changes(before, after, ("/etc/passwd", "/opt")) == [
+        "/etc/passwd: added ['learner1']", "/opt: content changed (same entries)"]
+    assert _tiers.describe_changes(before, before, ("/etc/passwd", "/opt")) == []

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lessons import lesson_notebooks
+from course_tools.lessons import lesson_notebooks
+
+TIER = "content"  # content lint (course_tools/tiers.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 

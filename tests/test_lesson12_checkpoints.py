@@ -25,6 +25,8 @@ from course_lib.transformer import Transformer, TransformerConfig
 
 
 
+TIER = "fast"  # course_tools/tiers.py
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "course_lib" / "data_files" / "lesson12_checkpoints"
 SCRIPT = ROOT / "scripts" / "train_lesson12_checkpoints.py"
@@ -51,7 +53,7 @@ def test_shipped_checkpoints_load_into_lesson12s_models() -> None:
     meta = _meta()
     assert set(meta["models"]) == {"gru", "bahdanau", "transformer"}
     total = 0
-    for key, entry in meta["models"].items():
+    for entry in meta["models"].values():
         path = SHIPPED / entry["file"]
         assert path.stat().st_size == entry["bytes"], f"{path.name} is not the file meta.json describes"
         total += entry["bytes"]
@@ -72,6 +74,7 @@ def test_a_checkpoint_of_another_architecture_is_refused(tmp_path: Path) -> None
         _load_into(_build(entry), SHIPPED / entry["file"])
 
 
+@pytest.mark.slow  # the script in subprocesses, each importing torch
 def test_script_refuses_bad_arguments(tmp_path: Path) -> None:
     for args, message in [(["--models", "lstm", "--max-steps", "1"], "unknown model"),
                           (["--steps-from", str(tmp_path)], "meta.json not found"),

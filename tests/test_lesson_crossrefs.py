@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+TIER = "content"  # content lint (course_tools/tiers.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSON11 = "11_translation_head_to_head.ipynb"
 LESSON12 = "12_real_sentences.ipynb"

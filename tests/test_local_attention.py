@@ -10,6 +10,8 @@ from course_lib.local_attention import layers_to_connect, sliding_window_attenti
 from course_lib.masking import causal_may_attend
 from course_lib.scoring import scaled_dot_product_attention
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

@@ -20,6 +20,9 @@ from course_lib.metrics import (
 )
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 @pytest.fixture(scope="module")
 def d2l():
     from course_lib.d2l_compat import import_d2l

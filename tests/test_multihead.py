@@ -9,6 +9,8 @@ from torch import nn
 from course_lib.masking import causal_may_attend, valid_lens_to_may_attend, valid_lens_to_real_keys
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 B, L, S, E, H = 3, 4, 5, 8, 2
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from course_grader import cli
-from grading_dev.testing import load_mistakes, variant, write_notebook
+from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

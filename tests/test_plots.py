@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import matplotlib
 
+TIER = "fast"  # course_tools/tiers.py
+
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402

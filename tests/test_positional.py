@@ -14,6 +14,8 @@ from course_lib.positional import (
     sinusoidal_encoding,
 )
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

@@ -10,6 +10,9 @@ import torch
 from course_lib.printing import RoundingBoundaryWarning, fmt
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 def test_tensor_layout_does_not_depend_on_exact_ones():
     # torch prints these two differently ("1." vs "1.0000"); fmt prints them the same.
     exact = torch.ones(3)

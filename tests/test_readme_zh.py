@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from course_lessons import lesson_notebooks
+from course_tools.lessons import lesson_notebooks
+
+TIER = "content"  # content lint (course_tools/tiers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH = ROOT / "README.zh-CN.md"

@@ -7,7 +7,6 @@ small (about 2,000 pairs, a few dozen training steps) so it takes seconds.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from _bench import load_benchmark
 import torch
 
 from course_lib.bpe import BPE
-from course_lib.data import build_vocabs, make_translation_loader, tokenize
+from course_lib.data import build_vocabs, make_translation_loader
 from course_lib.decoding import translate
 from course_lib.fra_eng import (
     FRA_TXT_SHA1,
@@ -30,6 +29,8 @@ from course_lib.fra_eng import (
 )
 from course_lib.training import seq2seq_loss, set_seed
 from course_lib.transformer import Transformer, TransformerConfig
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("COURSE_FRA_ENG") or ROOT.parent / "shared" / "data" / "fra-eng.zip")

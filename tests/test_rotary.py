@@ -10,6 +10,8 @@ import torch
 from course_lib.positional import shift_matrix, sinusoidal_encoding
 from course_lib.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin, rotary_frequencies
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

@@ -14,6 +14,8 @@ import nbformat
 import pytest
 from _bench import load_script
 
+TIER = "fast"  # course_tools/tiers.py
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 

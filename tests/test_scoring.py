@@ -12,6 +12,8 @@ from course_lib.masking import causal_may_attend, valid_lens_to_may_attend
 from course_lib.scoring import (AdditiveAttention, DotProductAttention, MultiplicativeAttention,
                                 scaled_dot_product_attention)
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

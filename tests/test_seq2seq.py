@@ -21,6 +21,9 @@ from course_lib.seq2seq import (
 
 
 
+TIER = "fast"  # course_tools/tiers.py
+
+
 class BidirectionalAttentionSeq2Seq(AttentionSeq2Seq):
     """The attention model with Bahdanau et al.'s bidirectional encoder, as a class for parametrize."""
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+TIER = "fast"  # course_tools/tiers.py
+
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_TORCH = REPO / "scripts" / "install_torch.sh"
 

@@ -29,7 +29,6 @@ import http.server
 import importlib.util
 import json
 import os
-import posixpath
 import re
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from pathlib import Path
 import pytest
 from _bench import load_site_build
 
-from _tiers import in_ci
+from course_tools.tiers import in_ci
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -435,6 +434,7 @@ def _shots() -> Path:
 
 
 def test_every_page_in_a_browser_with_outside_requests_blocked(site, served):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
     from playwright.sync_api import sync_playwright
 
     shots = _shots()
@@ -508,9 +508,9 @@ def test_every_page_in_a_browser_with_outside_requests_blocked(site, served):
                 results = page.locator(".pagefind-ui__result")
                 try:
                     results.first.wait_for(timeout=60_000)
-                except Exception:
+                except PlaywrightTimeoutError as err:
                     page.screenshot(path=str(shots / f"search-{ed.code}-FAILED.png"))
-                    raise AssertionError(f"search for {term!r} in {ed.code}: no result")
+                    raise AssertionError(f"search for {term!r} in {ed.code}: no result") from err
                 page.wait_for_timeout(500)
                 hrefs = page.locator(".pagefind-ui__result-link").evaluate_all("els => els.map(e => e.href)")
                 counts["search_hits"][ed.code] = len(hrefs)

@@ -30,6 +30,8 @@ from course_lib.training import (
     set_seed,
 )
 
+TIER = "fast"  # course_tools/tiers.py
+
 PAD, BOS, EOS = 0, 1, 2
 
 

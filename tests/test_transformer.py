@@ -18,6 +18,8 @@ from course_lib.transformer import (
     TransformerEncoderBlock,
 )
 
+TIER = "fast"  # course_tools/tiers.py
+
 SRC_V, TGT_V = 11, 13
 
 
@@ -77,7 +79,7 @@ def test_blocks_run_through_addnorm(norm_first: bool) -> None:
     enc = TransformerEncoderBlock(8, 2, 16, norm_first=norm_first).double().eval()
     dec = TransformerDecoderBlock(8, 2, 16, norm_first=norm_first).double().eval()
     x, memory = torch.randn(2, 4, 8, dtype=torch.double), torch.randn(2, 3, 8, dtype=torch.double)
-    cache, cross = KVCache(), KVCache()
+    cross = KVCache()
     cross.update(0, *dec.cross_attention.project_key_value(memory, memory))
     runs = {"encoder": lambda: enc(x), "decoder": lambda: dec(x, memory),
             "decoder step": lambda: dec.step(x[:, :1], KVCache(), cross)}

@@ -25,8 +25,10 @@ from course_grader.notebook import Assignment, SourceNotebook
 from course_grader.results import SubmissionResult
 from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
-from grading_dev.fairness import outcomes_under_seeds
-from grading_dev.testing import variant as notebook_variant, write_notebook
+from course_tools.grading_dev.fairness import outcomes_under_seeds
+from course_tools.grading_dev.testing import variant as notebook_variant, write_notebook
+
+TIER = "fast"  # course_tools/tiers.py
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = SandboxConfig(cell_timeout=60, call_timeout=30)

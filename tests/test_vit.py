@@ -15,6 +15,8 @@ from course_lib.vit import (MLPClassifier, PatchEmbedding, SmallCNN, ViTConfig, 
                             count_parameters, load_digits_split, patchify, shuffle_patches, split_validation,
                             subsample, train_classifier, unpatchify)
 
+TIER = "fast"  # course_tools/tiers.py
+
 F64 = torch.float64
 
 

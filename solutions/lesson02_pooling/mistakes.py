@@ -9,7 +9,7 @@ public checks alone (the learner's ``course-grade --check``) must catch.
 
 from pathlib import Path
 
-from grading_dev.testing import trivial_mistakes
+from course_tools.grading_dev.testing import trivial_mistakes
 
 MISTAKES = {
     "softmax_over_queries": {

@@ -9,7 +9,7 @@ public checks alone (the learner's ``course-grade --check``) must catch.
 
 from pathlib import Path
 
-from grading_dev.testing import trivial_mistakes
+from course_tools.grading_dev.testing import trivial_mistakes
 
 
 def _table(sin_cols: str, cos_cols: str, exponent: str = "torch.arange(0, embed_dim, 2, dtype=torch.float64)") -> str:

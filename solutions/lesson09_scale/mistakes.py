@@ -13,7 +13,7 @@ mistake into a copy of the solution).
 
 from pathlib import Path
 
-from grading_dev.testing import solution_editor, trivial_mistakes
+from course_tools.grading_dev.testing import solution_editor, trivial_mistakes
 
 _edit = solution_editor(Path(__file__).parent / "scale.ipynb")
 

@@ -14,7 +14,7 @@ mistake in ``beam_step`` fails the search tests too.
 
 from pathlib import Path
 
-from grading_dev.testing import solution_editor, trivial_mistakes
+from course_tools.grading_dev.testing import solution_editor, trivial_mistakes
 
 _edit = solution_editor(Path(__file__).parent / "beam.ipynb")
 

@@ -1,15 +1,15 @@
-"""``python -m grading_dev generate [ASSIGNMENT ...] [--root .] [--edition en|zh-CN|zh-TW]``."""
+"""``python -m course_tools.grading_dev generate [ASSIGNMENT ...] [--root .] [--edition en|zh-CN|zh-TW]``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from grading_dev.generate import EDITIONS, generate_editions
+from course_tools.grading_dev.generate import EDITIONS, generate_editions
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grading_dev",
+    p = argparse.ArgumentParser(prog="python -m course_tools.grading_dev",
                                 description="Authoring tools of the course's grader (not shipped).")
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="regenerate exercises/ from solutions/ (and zh/exercises/ from "

@@ -15,8 +15,16 @@ Markers (declared in pyproject.toml):
                   on the host, so it runs in the default ``python -m pytest`` (not ``system``);
                   a missing piece is treated as for ``e2e``;
 * ``slow``      - takes more than a few seconds;
-* ``fast``      - added automatically to every test with none of the markers above: the tier
-                  a developer runs after each change (``python -m pytest -m fast``).
+* ``lint``      - ruff and mypy over the code (mypy with its cache in .mypy_cache): CI's first
+                  stage;
+* ``content``   - lint of the course's content, not its code: glossary, translations (i18n),
+                  notebook hygiene; seconds, but many tests;
+* ``fast``      - the library, the grader's units, scripts and deploy files: the tier a
+                  developer runs after each change (``python -m pytest -m fast``).
+
+Every test module declares its tier: ``TIER = "fast"`` after its imports, or a tier marker in
+its ``pytestmark``; a test may carry another tier marker of its own (a ``slow`` test in a
+``fast`` module). A module that declares none stops the run at collection, naming it.
 
 A test whose machine piece is missing is skipped with a reason that names the piece and the
 command that installs it - except under ``CI=true``, where a missing piece fails the test.
@@ -33,10 +41,34 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TIERS = ("fast", "notebooks", "sandbox", "slow", "browser", "system", "e2e")
+REPO = Path(__file__).resolve().parents[1]  # the checkout (an editable install)
+TIERS = ("lint", "fast", "content", "notebooks", "sandbox", "slow", "browser", "system", "e2e")
+# what a test module may declare (notebooks are the lessons, marked automatically)
+DECLARABLE = frozenset(TIERS) - {"notebooks"}
 SETUP_CMD = "bash scripts/setup.sh"
 SYSTEM_ENV = "COURSE_TEST_SYSTEM"
+
+
+def declared_tier(module) -> str | None:
+    """The tier a test module declares: its ``TIER`` constant, else the first tier marker of
+    its ``pytestmark``; None if it declares none. ValueError names a ``TIER`` that is no tier."""
+    tier = getattr(module, "TIER", None)
+    if tier is not None:
+        if tier not in DECLARABLE:
+            raise ValueError(f"{module.__file__}: TIER = {tier!r} is not a tier; "
+                             f"choose one of {sorted(DECLARABLE)} (course_tools/tiers.py says what each means)")
+        return tier
+    marks = getattr(module, "pytestmark", [])
+    for mark in marks if isinstance(marks, list) else [marks]:
+        if getattr(mark, "name", None) in DECLARABLE:
+            return mark.name
+    return None
+
+
+def undeclared_message(paths: list[str]) -> str:
+    return ("these test modules declare no tier: " + ", ".join(paths) + ". Add a line such as "
+            "`TIER = \"fast\"` after the imports (or a tier marker in `pytestmark`); the tiers are "
+            + ", ".join(sorted(DECLARABLE)) + " (course_tools/tiers.py says what each needs and costs)")
 
 
 def in_ci() -> bool:
@@ -119,7 +151,11 @@ def host_snapshot() -> dict[str, str]:
     snap: dict[str, str] = {}
     for f in ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"):
         try:
-            snap[f] = hashlib.sha256(Path(f).read_bytes()).hexdigest()
+            data = Path(f).read_bytes()
+            snap[f] = hashlib.sha256(data).hexdigest()
+            # the entries' names (never a password field), to say what changed
+            snap[f + " names"] = "\n".join(sorted({line.split(b":", 1)[0].decode(errors="replace")
+                                                   for line in data.splitlines() if line.strip()}))
         except OSError:
             snap[f] = "unreadable"
     opt = Path("/opt")
@@ -133,10 +169,11 @@ def host_snapshot() -> dict[str, str]:
                 except OSError:
                     pass
     snap["/opt"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
+    snap["/opt names"] = "\n".join(names)
     try:
         status = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"],
                                 cwd=REPO, capture_output=True, timeout=60, check=True).stdout
-        ignored_ok = (".venv/", "__pycache__/", ".pytest_cache/", ".mypy_cache/", ".egg-info/")
+        ignored_ok = (".venv/", "__pycache__/", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".egg-info/")
         entries = sorted(e for e in status.decode(errors="replace").split("\0")
                          if e and not any(k in e + "/" for k in ignored_ok))
         digest = hashlib.sha256()
@@ -150,3 +187,19 @@ def host_snapshot() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         snap["checkout"] = "not a git checkout"
     return snap
+
+
+def describe_changes(before: dict[str, str], after: dict[str, str], keys: tuple[str, ...]) -> list[str]:
+    """What changed between two snapshots, one line per place: entries added and removed by
+    name (or "content changed" when the names are the same). Says what, not who: another
+    program on the machine may have made the change while the tests ran."""
+    lines = []
+    for key in keys:
+        if after.get(key) == before.get(key):
+            continue
+        old = set(before.get(key + " names", "").splitlines())
+        new = set(after.get(key + " names", "").splitlines())
+        added, removed = sorted(new - old), sorted(old - new)
+        what = "; ".join(part for part in (f"added {added}" if added else "", f"removed {removed}" if removed else "") if part)
+        lines.append(f"{key}: {what or 'content changed (same entries)'}")
+    return lines

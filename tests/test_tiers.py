@@ -1,0 +1,57 @@
+"""Every test module declares its tier (course_tools/tiers.py); one that declares none stops collection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from course_tools import tiers as _tiers
+
+TIER = "fast"  # course_tools/tiers.py
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module(**attrs) -> types.ModuleType:
+    mod = types.ModuleType("m")
+    mod.__file__ = "tests/test_m.py"
+    mod.__dict__.update(attrs)
+    return mod
+
+
+def test_declared_tier_reads_the_constant_then_pytestmark() -> None:
+    assert _tiers.declared_tier(_module(TIER="content")) == "content"
+    assert _tiers.declared_tier(_module(pytestmark=[pytest.mark.skipif(False, reason="x"), pytest.mark.sandbox])) == "sandbox"
+    assert _tiers.declared_tier(_module(pytestmark=pytest.mark.browser)) == "browser"
+    assert _tiers.declared_tier(_module(pytestmark=pytest.mark.skipif(False, reason="x"))) is None
+    assert _tiers.declared_tier(_module()) is None
+    with pytest.raises(ValueError, match="'quick' is not a tier"):
+        _tiers.declared_tier(_module(TIER="quick"))
+
+
+def _collect(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
+    test = tmp_path / "test_probe.py"
+    test.write_text(source)
+    # the root conftest as a plugin (-p conftest from the checkout), on a module outside it
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q",
+                           "--collect-only", "-o", "addopts=", "--rootdir", str(tmp_path), str(test)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
+def test_a_module_without_a_tier_fails_collection_naming_it(tmp_path: Path) -> None:
+    result = _collect(tmp_path, "def test_one():\n    pass\n")
+    assert result.returncode != 0
+    assert "declare no tier: test_probe.py" in result.stdout + result.stderr
+    assert 'TIER = "fast"' in result.stdout + result.stderr
+
+
+@pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
+def test_a_declared_module_collects(tmp_path: Path) -> None:
+    result = _collect(tmp_path, 'TIER = "fast"\n\n\ndef test_one():\n    pass\n')
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 test collected" in result.stdout
