@@ -25,7 +25,6 @@ real tokens (``course_lib.masking`` converts; PyTorch's ``key_padding_mask`` is 
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence

@@ -108,7 +108,6 @@ class CausalSelfAttention(HeadsAttention):
 
     def forward(self, x: Tensor, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         """Attend; with a ``cache`` holding t positions, ``x`` holds positions t ... t+T-1."""
-        T = x.shape[1]
         q, k, v = (split_heads(t, self.n_head) for t in self.c_attn(x).split(self.n_embd, dim=2))  # (B, H, T, D)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, H, t+T, D): past keys/values never change

@@ -251,7 +251,7 @@ def test_translating_learner_text_is_linear(monkeypatch):
                        key=lambda t: -len(t[1]))[:3]
     assert templates, "no template with three fields to shape a message against"
     monkeypatch.setattr(i18n, "MAX_MATCHED", 10**6)
-    for pieces, names, _ in templates:
+    for pieces, _names, _ in templates:
         growth = _growth(i18n.translate_message, pieces, 2_000, 200_000)
         assert growth < 4, f"{pieces}: a character of a 200 KB message costs {growth:.1f}x one of a 2 KB message"
     # the control: the same measure catches a super-linear matcher (sizes kept small: it is slow)

@@ -21,7 +21,7 @@ import pytest
 
 from course_grader import variants
 from course_grader.feedback import render_html, render_text
-from course_grader.notebook import Assignment, SourceNotebook
+from course_grader.notebook import Assignment
 from course_grader.results import SubmissionResult
 from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
