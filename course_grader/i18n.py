@@ -101,7 +101,9 @@ def translation(language: str) -> gettext.NullTranslations:
 #: A message longer than this is shown as it is (matching it against the templates would cost
 #: time on text the learner's code can make arbitrarily long; the grader caps messages anyway).
 MAX_MATCHED = 600
-_FIELD = re.compile(r"\{(\w+)\}")  # over the catalogue's own msgids only, never a message
+# both read the catalogue's own msgids and msgstrs only, never a message
+_FIELD = re.compile(r"\{(\w+)\}")
+_CONVERSION = re.compile(r"\{(\w+)![rsa]\}")
 
 
 @lru_cache(maxsize=None)
@@ -112,6 +114,9 @@ def _templates(language: str) -> tuple[tuple[tuple[str, ...], tuple[str, ...], s
     trans = translation(language)
     out = []
     for msgid, msgstr in getattr(trans, "_catalogue", {}).items():
+        # ``{name!r}``: the message already holds the field's repr, so the template reads it as
+        # ``{name}`` and the translation writes it back unchanged (not a second repr)
+        msgid, msgstr = _CONVERSION.sub(r"{\1}", msgid), _CONVERSION.sub(r"{\1}", msgstr)
         names = tuple(_FIELD.findall(msgid))
         literal = _FIELD.sub("", msgid)
         if not names or sum(ch.isalnum() or ch == "_" for ch in literal) < 3:
