@@ -68,7 +68,8 @@ def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[s
 
 def variant_line(result: SubmissionResult, _) -> str:
     """The learner's variant (course_grader.variants), as the feedback shows it."""
-    values = result.variant.get("values") if isinstance(result.variant.get("values"), dict) else {}
+    raw = result.variant.get("values") if result.variant else None
+    values: dict = raw if isinstance(raw, dict) else {}
     return _("Your variant: {digest} ({values})").format(
         digest=str(result.variant.get("digest", "")), values=", ".join(f"{k} = {v}" for k, v in values.items()))
 

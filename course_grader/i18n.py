@@ -138,7 +138,7 @@ def _match(message: str, pieces: tuple[str, ...], names: tuple[str, ...]) -> dic
     if len(message) < len(first) + len(last) or not message.startswith(first) or not message.endswith(last):
         return None
     end = len(message) - len(last)
-    pos, fields = len(first), {}
+    pos, fields = len(first), dict[str, str]()
     for i, name in enumerate(names):
         if i + 1 < len(names):
             at = message.find(pieces[i + 1], pos, end)

@@ -203,7 +203,7 @@ def _point_to_failed_callees(steps: list, tests: list[TestCell], outcomes: list[
             defs.update(_names_used(step.source) or {})
     if not defs:
         return
-    subjects: dict[str, set[str]] = {}
+    subjects: dict[str, frozenset[str]] = {}
     for test in tests:
         subjects[test.grade_id] = _test_names(test.source) & set(defs)
     for out in failed:
@@ -274,7 +274,7 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         return result
     graded_as = _variant_learner(learner if learner is not None else student, submission)
     try:
-        learner = load_submission(submission, student if student is not None else Path(submission).stem)
+        submitted = load_submission(submission, student if student is not None else Path(submission).stem)
     except (SubmissionRefused, NotebookError) as exc:
         refused = isinstance(exc, SubmissionRefused)
         result.status = Status.REFUSED if refused else Status.INVALID
@@ -284,8 +284,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         result.tests = _fail_all(source, column_prefix, why.format(reason=exc))
         _bound_notebook(result)
         return result
-    result.language = notebook_language(learner)
-    plan = plan_submission(source, learner)
+    result.language = notebook_language(submitted)
+    plan = plan_submission(source, submitted)
     result.notes.extend(plan.notes)
     seed_base = None if seed is None else str(seed).encode()
     diagnose = diagnose and not public_only

@@ -124,7 +124,8 @@ class Variant(Mapping[str, Any]):
     assignment: str
     learner: str
     digest: str
-    values: dict[str, Any] = field(default_factory=dict)
+    #: the variant's table, name to value (this replaces Mapping's ``values()`` view: read the table)
+    values: dict[str, Any] = field(default_factory=dict)  # type: ignore[assignment]
     #: where the learner id came from: "grader", "hub", "config", "default" or "given"
     source: str = "given"
 
