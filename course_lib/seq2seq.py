@@ -45,7 +45,7 @@ padded positions with ``src_valid_lens``; they get exactly zero weight.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import Tensor, nn
@@ -515,24 +515,10 @@ class _EncoderDecoder(nn.Module):
         """
         if index.dim() != 1:
             raise ValueError(f"index must have shape (B2,), got {tuple(index.shape)}")
-        if isinstance(state, AttentionState):
-            return AttentionState(
-                enc_outputs=state.enc_outputs.index_select(0, index),
-                src_valid_lens=state.src_valid_lens.index_select(0, index),
-                hidden=state.hidden.index_select(1, index),
-                projected_keys=state.projected_keys.index_select(0, index),
-            )
-        if isinstance(state, LuongState):
-            return LuongState(
-                enc_outputs=state.enc_outputs.index_select(0, index),
-                src_valid_lens=state.src_valid_lens.index_select(0, index),
-                hidden=state.hidden.index_select(1, index),
-                projected_keys=state.projected_keys.index_select(0, index),
-                attentional=state.attentional.index_select(0, index),
-            )
-        if isinstance(state, Seq2SeqState):
-            return Seq2SeqState(context=state.context.index_select(0, index),
-                                hidden=state.hidden.index_select(1, index))
+        if isinstance(state, (AttentionState, LuongState, Seq2SeqState)):
+            # every field is batch-first except the GRU's hidden state, (layers, B, H)
+            return replace(state, **{f.name: getattr(state, f.name).index_select(1 if f.name == "hidden" else 0, index)
+                                     for f in fields(state)})
         raise ValueError(f"unknown state type {type(state).__name__}")
 
 
