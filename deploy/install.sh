@@ -47,14 +47,14 @@ VENV=$COURSE_PREFIX/venv
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
 build_copy() {
-  cp -r pyproject.toml README.md LICENSE course_lib course_grader "$BUILD/"
+  cp -r pyproject.toml README.md LICENSE course_lib course_grader course_tools "$BUILD/"
   find "$BUILD" -name __pycache__ -prune -exec rm -rf {} +
   echo "$BUILD"
 }
 # Two stamps: what the dependencies were installed from (a change rebuilds the environment)
-# and what course_lib was installed from (a change reinstalls only course_lib).
+# and what the course packages were installed from (a change reinstalls only them).
 DEPS_STAMP=$( { cat pyproject.toml; echo "$TORCH_SPEC"; "$BASE_PYTHON" --version; } | sha256sum | cut -c1-16)
-CODE_STAMP=$(find course_lib course_grader -name '*.py' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+CODE_STAMP=$(find course_lib course_grader course_tools -name '*.py' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 if [ "$(cat "$VENV/.course-deps" 2>/dev/null)" != "$DEPS_STAMP" ]; then
   rm -rf "$VENV"

@@ -312,3 +312,20 @@ def test_traditional_chinese_class_presets_the_zh_tw_interface_and_edition(tmp_p
     (repo / "notebooks" / "03_b.ipynb").write_text("{}")
     with pytest.raises(SystemExit, match=r"zh-TW/notebooks: lessons missing \(03_b.ipynb\).*scripts/i18n.py build"):
         mod["lessons_dir"]("zh-TW", repo)
+
+
+def test_the_class_environment_gets_every_package_the_project_installs():
+    """deploy/install.sh builds the class's environment from a copy of the checkout: every package
+    pyproject.toml installs (course_tools included, which make_course.py and the lesson list
+    import) must be in that copy and in the stamp that reinstalls it when its code changes."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = [p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]]
+    assert "course_tools" in packages
+    script = (REPO / "deploy" / "install.sh").read_text(encoding="utf-8")
+    copy_line = next(line for line in script.splitlines() if line.strip().startswith("cp -r pyproject.toml"))
+    stamp_line = next(line for line in script.splitlines() if line.startswith("CODE_STAMP="))
+    for package in packages:
+        assert f" {package} " in copy_line, f"install.sh's build copy leaves out {package}: {copy_line.strip()}"
+        assert f" {package} " in stamp_line, f"install.sh's code stamp leaves out {package}: {stamp_line}"
