@@ -219,7 +219,8 @@ def set_learner_id(value: str) -> Path:
 
 def _stored_id() -> str | None:
     try:
-        text = config_path().read_text(encoding="utf-8")[:200]
+        with open(config_path(), encoding="utf-8") as f:  # read at most 200 characters, whatever the file's size
+            text = f.read(200)
     except (OSError, UnicodeDecodeError):
         return None
     try:
