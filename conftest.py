@@ -36,6 +36,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebooks)
+            _tiers.widen_output_wait(item)
         names = {m.name for m in item.iter_markers()}
         module = getattr(item, "module", None)
         if module is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -55,3 +56,24 @@ def test_a_declared_module_collects(tmp_path: Path) -> None:
     result = _collect(tmp_path, 'TIER = "fast"\n\n\ndef test_one():\n    pass\n')
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 test collected" in result.stdout
+
+
+@pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
+def test_lesson_cells_wait_longer_than_nbvals_five_seconds_for_their_output(tmp_path: Path) -> None:
+    """nbval gives a finished cell 5 s to deliver its output messages, then fails it and skips the
+    rest of the lesson; on a loaded machine a lesson failed CI that way (07b, cell 14). The root
+    conftest widens the wait for every notebook cell nbval collects."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    (tmp_path / "probe.ipynb").write_text(nbformat.writes(nb))
+    (tmp_path / "probe_plugin.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(trylast=True)\ndef pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n        print('WAIT', type(item).__name__, item.output_timeout)\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "probe_plugin", "-p", "no:cacheprovider",
+                             "-q", "-s", "--collect-only", "-o", "addopts=", "--nbval", "--rootdir", str(tmp_path),
+                             str(tmp_path / "probe.ipynb")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"WAIT IPyNbCell {_tiers.NBVAL_OUTPUT_WAIT_S}" in result.stdout, result.stdout
