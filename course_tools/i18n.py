@@ -533,6 +533,7 @@ def converted_grader(ed: Edition, convert: Converter, root: Path = ROOT) -> str:
 
 def converted(doc: Document, convert: Converter, root: Path = ROOT) -> str:
     """The catalogue text of a generated edition's ``doc``: its source edition's catalogue, converted."""
+    assert doc.edition.source, f"{doc.edition.lang} is translated by hand, not generated"
     src_ed = EDITIONS[doc.edition.source]
     src = next(d for d in documents(root, src_ed) if d.english == doc.english)
     po = load_catalogue(src.catalogue)
@@ -671,17 +672,18 @@ def check(root: Path = ROOT, editions: list[Edition] | None = None) -> list[str]
     # tests require every edition's catalogues
     for ed in editions or [e for e in EDITIONS.values() if not e.source or (root / "i18n" / e.lang).is_dir()]:
         convert = Converter(ed, root) if ed.source else None
-        target, source = grader_catalogues(ed, root) if ed.source else (None, None)
-        if ed.source and source.exists() and (not target.exists()
-                                              or target.read_text(encoding="utf-8") != converted_grader(ed, convert, root)):
-            out.append(f"{target.relative_to(root).as_posix()}: not what `scripts/i18n.py convert` makes of "
-                       f"{source.relative_to(root).as_posix()}; run it")
+        if convert is not None:
+            target, source = grader_catalogues(ed, root)
+            if source.exists() and (not target.exists()
+                                    or target.read_text(encoding="utf-8") != converted_grader(ed, convert, root)):
+                out.append(f"{target.relative_to(root).as_posix()}: not what `scripts/i18n.py convert` makes of "
+                           f"{source.relative_to(root).as_posix()}; run it")
         for doc in documents(root, ed):
             rel = doc.catalogue.relative_to(root).as_posix()
             if not doc.catalogue.exists():
                 out.append(f"{rel}: missing; run `scripts/i18n.py {'convert' if ed.source else 'update'}`")
                 continue
-            if ed.source:
+            if convert is not None:
                 if converted(doc, convert, root) != doc.catalogue.read_text(encoding="utf-8"):
                     out.append(f"{rel}: not what `scripts/i18n.py convert` makes of the {ed.source} catalogue "
                                "(never edit it by hand: change the zh_CN catalogue or the overrides)")
@@ -901,9 +903,9 @@ def main(argv: list[str] | None = None) -> int:
         print("then: `scripts/i18n.py convert` and `scripts/i18n.py build`")
         return 0
     if args.command == "readme":
-        english_path, zh, partial = TRANSLATED_DOCS[args.doc]
+        english_path, zh_path, partial = TRANSLATED_DOCS[args.doc]
         english = (ROOT / english_path).read_text(encoding="utf-8")
-        zh = ROOT / zh
+        zh = ROOT / zh_path
         if args.stamp:
             zh.write_text(stamp_readme(english, zh.read_text(encoding="utf-8"), args.stamp), encoding="utf-8")
             print(f"{zh.name}: {args.stamp!r} stamped; then `scripts/i18n.py convert` for README.zh-TW.md")

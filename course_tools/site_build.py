@@ -230,7 +230,10 @@ def assignments_of(ed: Edition) -> dict[str, Path]:
 
 
 def assignment_for(lesson: Path, assignments: dict[str, Path]) -> str | None:
-    number = LESSON_NAME.fullmatch(lesson.name)["number"]
+    match = LESSON_NAME.fullmatch(lesson.name)
+    if match is None:
+        raise ValueError(f"{lesson.name!r} is not a lesson notebook name (NN_name.ipynb)")
+    number = match["number"]
     hits = [a for a in assignments if a.startswith(f"lesson{number}_")]
     return hits[0] if hits else None
 
@@ -446,13 +449,13 @@ def stage_edition(ed: Edition, editions: list[Edition], stage: Path, opts: argpa
     (src / "glossary.md").write_text(glossary_with_anchors(glossary), encoding="utf-8")
     pages.append(Page("glossary", "doc", "docs/GLOSSARY.md"))
 
-    note = f"```{{note}}\n{labels['english_only']}\n```\n\n" if labels["english_only"] else ""
+    english_note = f"```{{note}}\n{labels['english_only']}\n```\n\n" if labels["english_only"] else ""
     for doc, repo_path, drop in (("benchmarks", "docs/BENCHMARKS.md", ()), ("grading", "docs/GRADING.md", GRADING_DROP)):
         text = (REPO / repo_path).read_text(encoding="utf-8")
         text = rewrite_links(drop_sections(text, drop), repo_path, doc, pages_map)
         first, _, rest = text.partition("\n")
-        (src / f"{doc}.md").write_text(f"{first}\n\n{note}{rest}", encoding="utf-8")
-        pages.append(Page(doc, "doc", repo_path, english_only=bool(note)))
+        (src / f"{doc}.md").write_text(f"{first}\n\n{english_note}{rest}", encoding="utf-8")
+        pages.append(Page(doc, "doc", repo_path, english_only=bool(english_note)))
 
     data_readme = (REPO / "course_lib/data_files/README.md").read_text(encoding="utf-8")
     m = re.search(r"^## Source and licence\n(.*?)(?=^## )", data_readme, re.S | re.M)
