@@ -67,8 +67,9 @@ def measure(tier: str, durations: int = 0) -> dict[str, str]:
     last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|skipped|failed|error)", last)}
     if result.returncode not in (0, 5) or counts.get("failed") or counts.get("error"):
+        failures = "\n".join(line for line in result.stdout.splitlines() if line.startswith(("FAILED ", "ERROR ")))
         raise SystemExit(f"the {tier} tier did not pass ({last or result.stderr[-500:]}): "
-                         "figures are written only for a passing tier")
+                         f"figures are written only for a passing tier\n{failures}")
     if durations:
         print(slowest(result.stdout))
     return {"tier": tier, "passed": f"{counts.get('passed', 0):,}", "skipped": f"{counts.get('skipped', 0):,}",
