@@ -66,12 +66,12 @@ def measure(tier: str, durations: int = 0) -> dict[str, str]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|skipped|failed|error)", last)}
+    if durations:  # printed even when the tier fails: the time was spent either way
+        print(slowest(result.stdout), flush=True)
     if result.returncode not in (0, 5) or counts.get("failed") or counts.get("error"):
         failures = "\n".join(line for line in result.stdout.splitlines() if line.startswith(("FAILED ", "ERROR ")))
         raise SystemExit(f"the {tier} tier did not pass ({last or result.stderr[-500:]}): "
                          f"figures are written only for a passing tier\n{failures}")
-    if durations:
-        print(slowest(result.stdout))
     return {"tier": tier, "passed": f"{counts.get('passed', 0):,}", "skipped": f"{counts.get('skipped', 0):,}",
             "cpu": f"{cpu:.0f}", "wall": f"{wall:.0f}", "load": f"{load:.1f}",
             "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
