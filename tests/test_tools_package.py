@@ -59,7 +59,8 @@ def test_the_tools_import_normally() -> None:
         rel = path.relative_to(ROOT).as_posix()
         lines = [line for line in tricks_in(path.read_text(encoding="utf-8")) if ALLOWED.get(rel, "\0") not in line]
         found += [f"{rel}: {line}" for line in lines]
-    assert found == [], "import these as packages (course_tools, benchmarks, deploy) instead:\n" + "\n".join(found)
+    assert found == [], ("import these as packages instead (`from course_tools import run_notebooks`, "
+                         "`from benchmarks import bench_vit`; course_lib and course_tools are installed):\n" + "\n".join(found))
 
 
 def test_no_test_loads_a_file_as_a_module() -> None:
@@ -70,7 +71,10 @@ def test_no_test_loads_a_file_as_a_module() -> None:
 
 def test_scripts_keep_only_shell_and_thin_wrappers() -> None:
     python = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "scripts").glob("*.py"))
-    assert set(python) <= set(WRAPPERS), f"Python tools belong in course_tools: {sorted(set(python) - set(WRAPPERS))}"
+    assert set(python) <= set(WRAPPERS), (
+        f"Python tools belong in course_tools: {sorted(set(python) - set(WRAPPERS))}. `git mv scripts/NAME.py "
+        "course_tools/NAME.py`, keep the old command line as a wrapper (`from course_tools.NAME import main`) and "
+        "list it in WRAPPERS here")
     for rel, module in WRAPPERS.items():
         tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
         imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
