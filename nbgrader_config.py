@@ -10,15 +10,17 @@ and are shared with the nbgrader course folders that ``course-grade init-course`
 """
 
 import os
-import sys
+
+try:
+    from course_grader.nbgrader_course import configure
+except ImportError as exc:  # an nbgrader outside the course environment
+    raise SystemExit(f"nbgrader_config.py: {exc}. Run nbgrader from the course environment, where the course's "
+                     "packages are installed: `.venv/bin/python -m nbgrader ...` or `bash scripts/generate_exercises.sh` "
+                     "(`bash scripts/setup.sh` makes .venv)") from exc
 
 c = get_config()  # noqa: F821 - injected by nbgrader
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
-if _ROOT not in sys.path:  # course_lib importable even when nbgrader is not run from the venv
-    sys.path.insert(0, _ROOT)
-
-from course_grader.nbgrader_course import configure  # noqa: E402
 
 configure(c)
 c.CourseDirectory.root = _ROOT

@@ -26,7 +26,6 @@ import math
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -35,8 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works from a checkout, installed or not
-from course_lib.flash import tiled_attention  # noqa: E402
+from course_lib.flash import tiled_attention
 
 SECTION = "## Attention at scale"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"

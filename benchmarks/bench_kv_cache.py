@@ -18,14 +18,12 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works from a checkout, installed or not
-from course_lib.gpt import GPT, GPTConfig  # noqa: E402
+from course_lib.gpt import GPT, GPTConfig
 
 SECTION = "## Key/value cache"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"

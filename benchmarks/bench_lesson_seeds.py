@@ -30,9 +30,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from course_tools.run_notebooks import normalize  # bars' final text, split streams joined
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from run_notebooks import normalize  # noqa: E402  (bars' final text, split streams joined)
 
 TRAINING_LESSONS = ["01b", "04", "05", "07b", "08", "09", "10", "11", "12"]
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")

@@ -86,8 +86,6 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "fra-eng.zip"
 

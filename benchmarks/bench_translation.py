@@ -46,8 +46,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 MODELS = ("seq2seq", "bahdanau", "transformer")
 LABELS = {"seq2seq": "GRU seq2seq", "bahdanau": "GRU + Bahdanau attention", "transformer": "Transformer"}

@@ -19,15 +19,12 @@ import argparse
 import os
 import platform
 import statistics
-import sys
-from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works from a checkout, installed or not
-from course_lib.vit import (MLPClassifier, SmallCNN, ViTConfig, VisionTransformer, accuracy,  # noqa: E402
+from course_lib.vit import (MLPClassifier, SmallCNN, ViTConfig, VisionTransformer, accuracy,
                             count_parameters, load_digits_split, subsample, train_classifier)
 
 MODELS: dict[str, Callable[[], nn.Module]] = {

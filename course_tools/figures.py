@@ -2,6 +2,7 @@
 
     .venv/bin/python -m course_tools.figures                  # every tier CI runs as a stage
     .venv/bin/python -m course_tools.figures lint content     # some tiers (the others' rows are kept)
+    .venv/bin/python -m course_tools.figures --durations 20 fast   # and print the 20 slowest tests
 
 Each tier runs as its CI stage does (``.ci/run``: the tier less the tiers that claim a test
 first), in a pytest of its own; the figures are the tests that passed and were skipped, the CPU
@@ -40,11 +41,19 @@ def stage_expr(tier: str) -> str:
     return tier if not before else f"{tier} and not ({' or '.join(before)})"
 
 
-def measure(tier: str) -> dict[str, str]:
+def slowest(stdout: str) -> str:
+    """pytest's ``--durations`` section of ``stdout`` ("" if there is none)."""
+    match = re.search(r"^=+ slowest .*?(?=^=+ )", stdout, re.M | re.S)
+    return match[0].rstrip() if match else ""
+
+
+def measure(tier: str, durations: int = 0) -> dict[str, str]:
     if tier not in ORDER:
         raise SystemExit(f"unknown tier {tier!r}; choose from: {' '.join(ORDER)}")
     where = "notebooks" if tier == "notebooks" else "tests"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", stage_expr(tier), where]
+    if durations:
+        cmd.append(f"--durations={durations}")
     env = dict(os.environ)
     if tier == "system":
         env["COURSE_TEST_SYSTEM"] = "1"
@@ -57,9 +66,12 @@ def measure(tier: str) -> dict[str, str]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|skipped|failed|error)", last)}
+    if durations:  # printed even when the tier fails: the time was spent either way
+        print(slowest(result.stdout), flush=True)
     if result.returncode not in (0, 5) or counts.get("failed") or counts.get("error"):
+        failures = "\n".join(line for line in result.stdout.splitlines() if line.startswith(("FAILED ", "ERROR ")))
         raise SystemExit(f"the {tier} tier did not pass ({last or result.stderr[-500:]}): "
-                         "figures are written only for a passing tier")
+                         f"figures are written only for a passing tier\n{failures}")
     return {"tier": tier, "passed": f"{counts.get('passed', 0):,}", "skipped": f"{counts.get('skipped', 0):,}",
             "cpu": f"{cpu:.0f}", "wall": f"{wall:.0f}", "load": f"{load:.1f}",
             "when": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
@@ -92,10 +104,12 @@ def write(rows: dict[str, list[str]], path: Path = FIGURES) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_tools.figures", description=__doc__.split("\n\n")[0])
     parser.add_argument("tiers", nargs="*", help=f"tiers to measure (default: {' '.join(ORDER)})")
+    parser.add_argument("--durations", type=int, default=0, metavar="N",
+                        help="print each tier's N slowest tests (wall time: pytest's --durations)")
     args = parser.parse_args(argv)
     rows = read_rows()
     for tier in args.tiers or ORDER:
-        got = measure(tier)
+        got = measure(tier, args.durations)
         rows[tier] = [got["passed"], got["skipped"], got["cpu"], got["wall"], got["load"], got["when"]]
         print(f"{tier}: {got['passed']} passed, {got['skipped']} skipped, {got['cpu']} s CPU, {got['wall']} s wall "
               f"(load {got['load']})")

@@ -10,7 +10,7 @@ Run it with the course environment's Python, as the instructor (or as root with
 
 ``--language zh-CN`` (default ``$COURSE_LANGUAGE``, else ``en``) makes a Chinese course: its
 sources are the Chinese edition's ``zh/solutions/<assignment>/`` (same code and tests as the
-English ones, so the grade is the same), released in Chinese (deploy/course_language.py).
+English ones, so the grade is the same), released in Chinese (course_tools/course_language.py).
 
 It builds nbgrader's standard layout::
 
@@ -33,15 +33,15 @@ import argparse
 import fnmatch
 import os
 import pwd
-import runpy
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from course_tools import course_language
+
 REPO = Path(__file__).resolve().parents[1]
-_LANG = runpy.run_path(str(Path(__file__).resolve().parent / "course_language.py"))
 
 #: Appended to the course's ``nbgrader_config.py`` (written by ``course-grade init-course``):
 #: where the class's exchange is.
@@ -121,9 +121,9 @@ def make_course(course_dir: Path, assignments: Sequence[str], *, course_id: str 
     """
     if owner and os.geteuid() != 0:
         raise SystemExit("--owner needs root; run as the instructor without --owner instead")
-    language = _LANG["language"](language)
+    language = course_language.language(language)
     if solutions is None:
-        solutions = REPO / "solutions" if language == "en" else _LANG["solutions_dir"](language, REPO)
+        solutions = REPO / "solutions" if language == "en" else course_language.solutions_dir(language, REPO)
     solutions = Path(solutions)
     known = sorted(p.name for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []
     unknown = [a for a in assignments if a not in known]

@@ -1,6 +1,6 @@
 """Sphinx configuration of one edition of the course website.
 
-site/build.py copies this file into each edition's staged source folder next to
+course_tools/site_build.py (``site/build.py``) copies this file into each edition's staged source folder next to
 ``_course.json`` (the edition, its pages and their ways in), and runs Sphinx there.
 Nothing in the output may load from outside the site: MathJax is served from ``_shared/``,
 the theme's own assets from ``_static/``, and notebook widgets' CDN scripts are switched off.
@@ -8,23 +8,18 @@ the theme's own assets from ``_static/``, and notebook widgets' CDN scripts are 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from markupsafe import Markup
+
+from course_tools.site_build import ways_in_html
 
 HERE = Path(__file__).resolve().parent
 COURSE = json.loads((HERE / "_course.json").read_text(encoding="utf-8"))
 EDITION = COURSE["edition"]
 LABELS = COURSE["labels"]
 SITE_DIR = Path(COURSE["site_dir"])
-_spec = importlib.util.spec_from_file_location("course_site_build", SITE_DIR / "build.py")
-_build = importlib.util.module_from_spec(_spec)
-sys.modules["course_site_build"] = _build
-_spec.loader.exec_module(_build)
-ways_in_html = _build.ways_in_html
 
 project = LABELS["root_title"]
 author = "The attention course authors"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from _bench import load_benchmark
-
+from benchmarks import bench_lesson_seeds
 
 
 TIER = "fast"  # course_tools/tiers.py
@@ -14,7 +13,7 @@ TIER = "fast"  # course_tools/tiers.py
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_benchmark("bench_lesson_seeds")
+    return bench_lesson_seeds
 
 
 def test_each_output_is_its_own_line_and_a_split_print_stays_one(bench) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _bench import load_benchmark
 import torch
 
 from course_lib.decoding import greedy_decode
+from benchmarks import bench_real_translation
 
 TIER = "fast"  # course_tools/tiers.py
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_bench():
-    return load_benchmark("bench_real_translation")
+    return bench_real_translation
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")

@@ -63,3 +63,46 @@ def test_portability_skips_a_setting_that_repeats_the_machine_default(tmp_path: 
     assert "threads1: FAILED (OMP_NUM_THREADS=1)" in out, out  # a different setting runs
     assert "pytest ran with OMP_NUM_THREADS=1" in out
     assert result.returncode == 1
+
+
+def _plan() -> list[str]:
+    match = re.search(r"^plan=\((.*)\)$", CI.read_text(), re.M)
+    assert match, ".ci/run has no plan=(...) of steps"
+    return [quoted or bare for quoted, bare in re.findall(r'"([^"]*)"|(\S+)', match[1])]
+
+
+def test_the_default_plan_runs_every_stage_once_and_at_most_two_at_a_time() -> None:
+    stages = re.search(r"^all=\(([^)]*)\)", CI.read_text(), re.M)
+    assert stages
+    steps = _plan()
+    assert all(step.count("|") <= 1 for step in steps), steps  # two cores: two lanes at most
+    named = [s for step in steps for s in step.replace("|", " ").split()]
+    assert sorted(named) == sorted(stages[1].split()), named
+    assert steps[0] == "setup" and steps[-1] == "checkout"
+
+
+def test_two_lanes_run_side_by_side_and_a_failure_names_its_stage(tmp_path: Path) -> None:
+    # lane one fails at once (an unknown stage) and starts no other stage; lane two finishes its
+    # stage; the run exits with the failure's code, names the stage and keeps the logs it names
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", str(CI), "no_such_stage checkout | checkout", "checkout"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    out = result.stdout
+    assert result.returncode == 2, out + result.stderr
+    assert out.count("=== CI stage checkout passed") == 1, out  # lane two's; lane one stopped, step three never ran
+    assert "=== CI stage no_such_stage FAILED (exit 2)" in out
+    log = next(tmp_path.glob("course-ci-*/no_such_stage.log"))
+    # the stage's log is printed whole, under its name, and kept where the summary says
+    assert f"=== CI stage no_such_stage: its output ({log})\nunknown stage 'no_such_stage'" in out, out
+    assert "=== CI FAILED in stage 'no_such_stage' (exit 2, " in out
+    assert f"the stages' logs: {log.parent}" in out
+    assert "  no_such_stage: FAILED (exit 2) after" in out and "  checkout: " in out
+
+
+def test_a_passing_run_prints_each_stages_times_and_leaves_no_logs(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", str(CI), "checkout | checkout"], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"=== CI passed in \d+ s wall:\n  checkout: \d+ s wall, \d+ s CPU\n  checkout: \d+ s wall, \d+ s CPU\n$",
+                     result.stdout), result.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import shlex
 import subprocess
 import sys
@@ -17,6 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from course_tools import course_language
+from deploy import make_course
 
 TIER = "fast"  # course_tools/tiers.py
 
@@ -156,14 +158,14 @@ def test_hub_config_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.slow  # nbgrader generate_assignment: seconds of CPU, out of the fast tier
 def test_make_course_never_releases_instructor_files(tmp_path: Path) -> None:
     """The course directory has the sources; the release has the learner notebook only."""
-    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
-    ignore = mod["repo_ignore_list"]()
+    mod = make_course
+    ignore = mod.repo_ignore_list()
     assert "mistakes.py" in ignore
     course = tmp_path / "course"
-    released = mod["make_course"](course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"))
+    released = mod.make_course(course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"))
     assert [p.name for p in released] == ["scoring.ipynb"]
     assert (course / "source" / "lesson03_scoring" / "mistakes.py").exists()
-    assert mod["released_leaks"](course / "release", ignore) == []
+    assert mod.released_leaks(course / "release", ignore) == []
     files = sorted(p.relative_to(course / "release").as_posix() for p in (course / "release").rglob("*") if p.is_file())
     assert files == ["lesson03_scoring/scoring.ipynb"]
     # The released notebook is the learner version the repository ships.
@@ -173,30 +175,26 @@ def test_make_course_never_releases_instructor_files(tmp_path: Path) -> None:
     assert "c1" in (course / "nbgrader_config.py").read_text()
     # The leak check itself catches a leaked file.
     (course / "release" / "lesson03_scoring" / "mistakes.py").write_text("")
-    assert mod["released_leaks"](course / "release", ignore) == [course / "release" / "lesson03_scoring" / "mistakes.py"]
+    assert mod.released_leaks(course / "release", ignore) == [course / "release" / "lesson03_scoring" / "mistakes.py"]
 
 
 def test_make_course_rejects_unknown_assignment(tmp_path: Path) -> None:
-    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
+    mod = make_course
     with pytest.raises(SystemExit, match="no assignment nope"):
-        mod["make_course"](tmp_path / "c", ["nope"])
+        mod.make_course(tmp_path / "c", ["nope"])
 
 
 # --------------------------------------------------------------------------- a class in Chinese (issue 23)
 
 
-def _lang_mod() -> dict:
-    return runpy.run_path(str(DEPLOY / "course_language.py"))
-
-
 def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
-    mod = _lang_mod()
+    mod = course_language
     base = json.loads((DEPLOY / "jupyter" / "lab-overrides.json").read_text())
-    zh = mod["lab_overrides"](base, "zh-CN")
+    zh = mod.lab_overrides(base, "zh-CN")
     assert zh["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_CN"}
     assert {k: v for k, v in zh.items() if k != "@jupyterlab/translation-extension:plugin"} == base, \
         "the class-wide settings stay; the locale is added"
-    assert mod["lab_overrides"](base, "en") == base and mod["lab_overrides"](base, "zh_cn") == zh
+    assert mod.lab_overrides(base, "en") == base and mod.lab_overrides(base, "zh_cn") == zh
     # the plugin id and setting exist in the installed JupyterLab, and its Chinese language pack is installed
     schema = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab" / "translation-extension" / "plugin.json"
     assert "locale" in json.loads(schema.read_text())["properties"], schema
@@ -205,7 +203,7 @@ def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
     assert spec is not None, "jupyterlab-language-pack-zh-CN is not installed: `bash scripts/setup.sh`"
     assert (Path(spec.origin).parent / "locale" / "zh_CN").is_dir()
     with pytest.raises(SystemExit, match="unknown course language 'klingon'.*en, zh-CN"):
-        mod["language"]("klingon")
+        mod.language("klingon")
     # the command install.sh runs, with the system's Python (standard library only)
     out = subprocess.run([sys.executable, "-I", str(DEPLOY / "course_language.py"), "overrides", "--language", "zh-CN"],
                          capture_output=True, text=True, check=True).stdout
@@ -217,28 +215,28 @@ def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
 
 
 def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Path) -> None:
-    mod = _lang_mod()
+    mod = course_language
     repo = tmp_path / "repo"
     for rel in ("notebooks/01_a.ipynb", "notebooks/03_b.ipynb", "notebooks/07b_c.ipynb", "solutions/lesson03_x/x.ipynb"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("{}")
-    assert mod["lessons_dir"]("en", repo) == repo / "notebooks"
-    assert mod["solutions_dir"]("en", repo) == repo / "solutions"
+    assert mod.lessons_dir("en", repo) == repo / "notebooks"
+    assert mod.solutions_dir("en", repo) == repo / "solutions"
     with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(01_a.ipynb, 03_b.ipynb, 07b_c.ipynb\).*scripts/i18n.py build"):
-        mod["lessons_dir"]("zh-CN", repo)
+        mod.lessons_dir("zh-CN", repo)
     # a lesson taught in parts (07b_...) counts like any other: the Chinese class needs it too
     for rel in ("zh/notebooks/01_a.ipynb", "zh/notebooks/03_b.ipynb"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("{}")
     with pytest.raises(SystemExit, match=r"zh/notebooks: lessons missing \(07b_c.ipynb\)"):
-        mod["lessons_dir"]("zh-CN", repo)
+        mod.lessons_dir("zh-CN", repo)
     with pytest.raises(SystemExit, match=r"zh/solutions: assignments missing \(lesson03_x\).*scripts/i18n.py build"):
-        mod["solutions_dir"]("zh-CN", repo)
+        mod.solutions_dir("zh-CN", repo)
     for rel in ("zh/notebooks/07b_c.ipynb", "zh/solutions/lesson03_x/x.ipynb"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("{}")
-    assert mod["lessons_dir"]("zh-CN", repo) == repo / "zh" / "notebooks"
-    assert mod["solutions_dir"]("zh-CN", repo) == repo / "zh" / "solutions"
+    assert mod.lessons_dir("zh-CN", repo) == repo / "zh" / "notebooks"
+    assert mod.solutions_dir("zh-CN", repo) == repo / "zh" / "solutions"
     # install.sh takes its lessons and settings from course_language.py, per COURSE_LANGUAGE
     script = (DEPLOY / "install.sh").read_text()
     assert 'COURSE_LANGUAGE=${COURSE_LANGUAGE:-en}' in script
@@ -248,7 +246,7 @@ def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Pa
     # course_language.py checks an edition with the same function
     assert '-m course_tools.lessons list "$LESSONS"' in script
     assert "[0-9][0-9]*_*.ipynb" not in script
-    assert "LESSON_GLOB" not in mod and "lesson_notebooks" in mod
+    assert not hasattr(mod, "LESSON_GLOB") and hasattr(mod, "lesson_notebooks")
     assert "cp deploy/jupyter/lab-overrides.json" not in script
 
 
@@ -269,33 +267,33 @@ def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path
 def test_make_course_in_chinese_releases_chinese_notebooks(tmp_path: Path) -> None:
     from course_tools.grading_dev.zh import build_chinese
 
-    mod = runpy.run_path(str(DEPLOY / "make_course.py"))
+    mod = make_course
     build_chinese(tmp_path, assignments=["lesson03_scoring"])
     course = tmp_path / "course"
-    released = mod["make_course"](course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"),
+    released = mod.make_course(course, ["lesson03_scoring"], course_id="c1", exchange=str(tmp_path / "x"),
                                   language="zh-CN", solutions=tmp_path / "zh" / "solutions")
     assert [p.name for p in released] == ["scoring.ipynb"]
     got = json.loads(released[0].read_text())
     assert got["metadata"]["course"]["language"] == "zh-CN"
     about = next(c for c in got["cells"] if c.get("id") == "about-the-checks")
     assert "".join(about["source"]).startswith("**关于检查。**")
-    assert mod["released_leaks"](course / "release", mod["repo_ignore_list"]()) == []
+    assert mod.released_leaks(course / "release", mod.repo_ignore_list()) == []
     # same code as the English release: the same answer key grades it
     want = json.loads((REPO / "exercises" / "lesson03_scoring" / "scoring.ipynb").read_text())
     assert [c["source"] for c in got["cells"] if c["cell_type"] == "code"] == \
         [c["source"] for c in want["cells"] if c["cell_type"] == "code"]
     with pytest.raises(SystemExit, match="unknown course language"):
-        mod["make_course"](tmp_path / "c2", ["lesson03_scoring"], language="fr")
+        mod.make_course(tmp_path / "c2", ["lesson03_scoring"], language="fr")
 
 
 def test_traditional_chinese_class_presets_the_zh_tw_interface_and_edition(tmp_path: Path) -> None:
     """COURSE_LANGUAGE=zh-TW (issue 32): JupyterLab's zh-TW interface for everyone, the zh-TW lessons
     and assignments; the language pack is installed with the course."""
-    mod = _lang_mod()
+    mod = course_language
     base = json.loads((DEPLOY / "jupyter" / "lab-overrides.json").read_text())
-    tw = mod["lab_overrides"](base, "zh-TW")
+    tw = mod.lab_overrides(base, "zh-TW")
     assert tw["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_TW"}
-    assert mod["language"]("zh_tw") == "zh-TW"
+    assert mod.language("zh_tw") == "zh-TW"
     import importlib.util
     spec = importlib.util.find_spec("jupyterlab_language_pack_zh_TW")
     assert spec is not None, "jupyterlab-language-pack-zh-TW is not installed: `bash scripts/setup.sh`"
@@ -305,13 +303,13 @@ def test_traditional_chinese_class_presets_the_zh_tw_interface_and_edition(tmp_p
     out = subprocess.run([sys.executable, "-I", str(DEPLOY / "course_language.py"), "overrides"],
                          capture_output=True, text=True, check=True, env=env).stdout
     assert json.loads(out) == tw
-    assert mod["lessons_dir"]("zh-TW") == REPO / "zh-TW" / "notebooks"
-    assert mod["solutions_dir"]("zh-TW") == REPO / "zh-TW" / "solutions"
+    assert mod.lessons_dir("zh-TW") == REPO / "zh-TW" / "notebooks"
+    assert mod.solutions_dir("zh-TW") == REPO / "zh-TW" / "solutions"
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)
     (repo / "notebooks" / "03_b.ipynb").write_text("{}")
     with pytest.raises(SystemExit, match=r"zh-TW/notebooks: lessons missing \(03_b.ipynb\).*scripts/i18n.py build"):
-        mod["lessons_dir"]("zh-TW", repo)
+        mod.lessons_dir("zh-TW", repo)
 
 
 def test_the_class_environment_gets_every_package_the_project_installs():

@@ -30,7 +30,6 @@ import json
 import os
 import pwd
 import re
-import runpy
 import shutil
 import signal
 import socket
@@ -45,6 +44,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+
+from course_tools.grading_dev.testing import load_mistakes
+from deploy import make_course
 
 pytestmark = [pytest.mark.e2e, pytest.mark.system, pytest.mark.slow]
 
@@ -500,7 +502,7 @@ def test_class_on_hub(hub: Hub) -> None:
 
     solution_nb = REPO / "solutions" / ASSIGNMENT / NOTEBOOK
     correct = _solution_sources(solution_nb)
-    mistake = runpy.run_path(str(REPO / "solutions" / ASSIGNMENT / "mistakes.py"))["MISTAKES"][MISTAKE]
+    mistake = load_mistakes(REPO / "solutions" / ASSIGNMENT)[MISTAKE]
     typical = dict(correct)
     typical.update({k: v.strip() + "\n" for k, v in mistake["replace"].items()})
     points = _points(solution_nb)
@@ -509,7 +511,7 @@ def test_class_on_hub(hub: Hub) -> None:
     assert 0 < expected[LEARNERS[1]] < full
 
     # Nothing instructor-only was released.
-    ignore = runpy.run_path(str(REPO / "deploy" / "make_course.py"))["repo_ignore_list"]()
+    ignore = make_course.repo_ignore_list()
     outbound = hub.exchange / COURSE_ID / "outbound" / ASSIGNMENT
     released = sorted(p.name for p in outbound.rglob("*"))
     assert NOTEBOOK in released, f"{ASSIGNMENT} not released into the exchange: {released}"

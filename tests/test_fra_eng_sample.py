@@ -6,7 +6,6 @@ skipped, with the reason, only when the archive is absent)."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import os
 import tomllib
 from pathlib import Path
@@ -22,11 +21,9 @@ DATA = Path(os.environ.get("COURSE_FRA_ENG") or ROOT.parent / "shared" / "data" 
 
 
 def _build_script():
-    spec = importlib.util.spec_from_file_location("build_fra_eng_sample", ROOT / "scripts" / "build_fra_eng_sample.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from course_tools import build_fra_eng_sample
+
+    return build_fra_eng_sample
 
 
 def test_the_sample_loads_offline_and_is_real_tatoeba_text():

@@ -11,7 +11,6 @@ On modified copies in a temporary folder: each of those checks fails when it sho
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from course_tools import i18n
 from course_tools.lessons import lesson_notebooks
 
 TIER = "content"  # content lint (course_tools/tiers.py)
@@ -27,16 +27,6 @@ TIER = "content"  # content lint (course_tools/tiers.py)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_i18n():
-    spec = importlib.util.spec_from_file_location("course_i18n", ROOT / "scripts" / "i18n.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["course_i18n"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-i18n = _load_i18n()
 DOCS = i18n.all_documents()     # every edition: zh_CN (zh/) and zh_TW (zh-TW/)
 
 
@@ -251,15 +241,17 @@ def test_a_broken_catalogue_is_a_clear_error(tmp_path):
 
 
 def test_the_script_builds_from_a_clean_copy(tmp_path):
-    """`scripts/i18n.py build` in a copy without zh/ rebuilds exactly the committed notebooks."""
+    """`python -m course_tools.i18n build` in a copy without zh/ rebuilds exactly the committed notebooks
+    (``-m`` imports the copy's course_tools, which works on the checkout it lies in)."""
     copy = tmp_path / "repo"
-    for part in ("notebooks", "solutions", "i18n", "scripts"):
+    for part in ("notebooks", "solutions", "i18n", "course_tools"):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("*.py[co]", "__pycache__"))
     import subprocess
 
-    result = subprocess.run([sys.executable, str(copy / "scripts" / "i18n.py"), "build"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "course_tools.i18n", "build"], capture_output=True,
                             text=True, cwd=copy)
     assert result.returncode == 0, result.stderr
+    assert f"built {Path('zh', 'notebooks', '01a_rnn_seq2seq.ipynb')}" in result.stdout, "the copy's tool built the real checkout"
     for doc in DOCS:
         built = copy / doc.output.relative_to(ROOT)
         assert built.read_text(encoding="utf-8") == doc.output.read_text(encoding="utf-8"), built

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from _bench import load_script
 
 from course_lib.seq2seq import AttentionSeq2Seq, Seq2Seq, Seq2SeqConfig
 from course_lib.transformer import Transformer, TransformerConfig
-
+from course_tools import train_lesson12_checkpoints
 
 
 TIER = "fast"  # course_tools/tiers.py
@@ -88,7 +87,7 @@ def test_script_refuses_bad_arguments(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_script_reproduces_the_start_of_the_shipped_run(tmp_path: Path) -> None:
     meta = _meta()
-    script = load_script("train_lesson12_checkpoints")
+    script = train_lesson12_checkpoints
     data = script.prepare(meta["seed"])
     assert data["vocab_hash"] == meta["vocab_hash"], "the data pipeline no longer gives the shipped vocabularies"
     out = tmp_path / "ck"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import importlib.util
-import sys
 
 import pytest
 
@@ -64,13 +62,9 @@ def test_chinese_readme_uses_the_glossary_terms():
 
 
 def _i18n():
-    if "course_i18n" in sys.modules:
-        return sys.modules["course_i18n"]
-    spec = importlib.util.spec_from_file_location("course_i18n", ROOT / "scripts" / "i18n.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["course_i18n"] = module
-    spec.loader.exec_module(module)
-    return module
+    from course_tools import i18n
+
+    return i18n
 
 
 def test_chinese_readme_is_in_step_with_the_english():

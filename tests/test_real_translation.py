@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-from _bench import load_benchmark
 import torch
 
 from course_lib.bpe import BPE
@@ -29,6 +28,7 @@ from course_lib.fra_eng import (
 )
 from course_lib.training import seq2seq_loss, set_seed
 from course_lib.transformer import Transformer, TransformerConfig
+from benchmarks import bench_real_translation
 
 TIER = "fast"  # course_tools/tiers.py
 
@@ -95,7 +95,7 @@ def test_train_translate_and_score_a_small_slice(fra_txt):
 
 
 def _load_bench():
-    return load_benchmark("bench_real_translation")
+    return bench_real_translation
 
 
 def test_the_benchmark_splits_keep_near_duplicates_on_one_side():

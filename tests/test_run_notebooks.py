@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _bench import load_script
+from course_tools import run_notebooks as course_run_notebooks
 
 TIER = "fast"  # course_tools/tiers.py
 
@@ -21,7 +21,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 @pytest.fixture(scope="module")
 def run_notebooks():
-    return load_script("run_notebooks")
+    return course_run_notebooks
 
 
 def _outputs(nb: nbformat.NotebookNode) -> list[dict]:

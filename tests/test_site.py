@@ -39,8 +39,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from _bench import load_site_build
 
+from course_tools import site_build as build
 from course_tools.tiers import in_ci
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -51,9 +51,6 @@ HUB_URL = "https://hub.example.edu"
 REPO_URL = "https://git.example.edu/course/attention-course.git"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 SEARCH_TERMS = {"en": "attention", "zh-CN": "注意力", "zh-TW": "注意力"}
-
-
-build = load_site_build()
 
 
 def _missing_site_tools() -> str | None:

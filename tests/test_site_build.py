@@ -12,14 +12,12 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from _bench import load_site_build
+from course_tools import learner_branch
+from course_tools import site_build as build
 
 TIER = "fast"  # course_tools/tiers.py
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-build = load_site_build()
 
 
 # --- "Open in your class hub": nbgitpuller's link scheme ------------------------------------------
@@ -164,18 +162,11 @@ def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
 
 # --- the branch the hub links pull ---------------------------------------------------------------
 
-def _load_learner_branch():
-    spec = importlib.util.spec_from_file_location("course_learner_branch", REPO / "site" / "learner_branch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.slow
 def test_learner_branch_has_the_lessons_and_no_solutions(tmp_path):
     import subprocess
 
-    lb = _load_learner_branch()
+    lb = learner_branch
     bare = tmp_path / "course.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(REPO), str(bare)], check=True)
     commit = lb.make_learner_branch(str(bare), "HEAD", "learner")

@@ -77,3 +77,14 @@ def test_lesson_cells_wait_longer_than_nbvals_five_seconds_for_their_output(tmp_
                             env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"WAIT IPyNbCell {_tiers.NBVAL_OUTPUT_WAIT_S}" in result.stdout, result.stdout
+
+
+def test_figures_prints_the_slowest_tests_pytest_reports() -> None:
+    from course_tools import figures
+
+    out = ("....\n============================= slowest 2 durations ==============================\n"
+           "3.10s call     tests/test_a.py::test_one\n1.00s setup    tests/test_b.py::test_two\n"
+           "=========================== 4 passed in 5.00s ===========================\n")
+    got = figures.slowest(out)
+    assert got.splitlines()[1:] == ["3.10s call     tests/test_a.py::test_one", "1.00s setup    tests/test_b.py::test_two"]
+    assert figures.slowest("4 passed in 1.00s\n") == ""

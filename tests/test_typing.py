@@ -1,4 +1,5 @@
-"""course_lib and course_grader ship py.typed markers: their annotations must hold up under mypy.
+"""course_lib and course_grader ship py.typed markers: their annotations must hold up under mypy; the
+course's tools (course_tools) are held to the same rule.
 
 The lint tier (CI's first stage): mypy keeps its cache in .mypy_cache (git-ignored), so a run
 after a small change checks only what changed."""
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_course_lib_type_checks() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-error-summary", "course_lib", "course_grader"],
+        [sys.executable, "-m", "mypy", "--no-error-summary", "course_lib", "course_grader", "course_tools"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert result.returncode == 0, f"mypy found problems:\n{result.stdout}{result.stderr}"

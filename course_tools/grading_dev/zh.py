@@ -1,5 +1,5 @@
 """The Chinese edition for tests: build Chinese sources in a temporary folder with the
-functions of ``scripts/i18n.py`` (the lead's tool), whatever the state of the translations.
+functions of ``course_tools.i18n`` (the lead's tool, ``scripts/i18n.py``), whatever the state of the translations.
 
 Untranslated or fuzzy cells keep their English (``allow_incomplete``), so tests that need a
 Chinese notebook (its metadata says ``zh-CN``; its code cells are the English ones byte for
@@ -8,7 +8,6 @@ byte) work before the translators finish, and with the real translations once th
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -18,20 +17,12 @@ __all__ = ["REPO", "load_i18n_script", "build_chinese"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def load_i18n_script(root: Path = REPO) -> ModuleType:
-    """``scripts/i18n.py`` as a module (it is a script, not a package)."""
-    path = root / "scripts" / "i18n.py"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the Chinese edition's build tool (issue 23)")
-    name = "_course_i18n_script"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def load_i18n_script() -> ModuleType:
+    """``course_tools.i18n``, the Chinese edition's build tool (kept for the callers of the days
+    when it was a script)."""
+    from course_tools import i18n
+
+    return i18n
 
 
 def build_chinese(dest: str | Path, *, lessons: list[str] | None = None,
