@@ -95,8 +95,9 @@ def test_the_lesson_checks_recipe_and_vocabularies_before_loading(tmp_path: Path
         last = cells[-1].replace('CKPT_DIR = Path(course_lib.__file__).resolve().parent / "data_files" / '
                                  '"lesson4_checkpoints"', f"CKPT_DIR = Path({str(folder)!r})")
         assert last != cells[-1], "the lesson no longer sets CKPT_DIR as this test expects"
-        program = "\n".join(["get_ipython = None", "display = print", *cells[:-1], last])
-        run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+        program = folder / "lesson4_head.py"   # a file, so that the traceback shows the failed line
+        program.write_text("\n".join(["get_ipython = None", "display = print", *cells[:-1], last]))
+        run = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300,
                              cwd=LESSON.parent, env={"PATH": "/usr/bin:/bin", "COURSE_SEED": "0",
                                                      "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
         assert run.returncode != 0 and "AssertionError" in run.stderr, run.stderr[-600:]
