@@ -78,14 +78,10 @@ def score_line(result: SubmissionResult, _) -> str:
 
 
 def written_line(answer: object, _) -> str:
-    """One line for a written answer: graded by the teacher, not pass/fail."""
-    points = getattr(answer, "points", None)
-    if points is not None:
-        return _("written answer, graded by your teacher: {points} / {max_points}").format(
-            points=_pts(points), max_points=_pts(getattr(answer, "max_points", 0.0)))
+    """One line for a written answer: graded by the teacher, not pass/fail (a blank one scores 0)."""
     if not getattr(answer, "answered", False):
-        return _("written answer, graded by your teacher ({max_points} points): no answer was found in your "
-                 "notebook").format(max_points=_pts(getattr(answer, "max_points", 0.0)))
+        return _("written answer ({max_points} points): no answer was found in your notebook, so it scores "
+                 "0").format(max_points=_pts(getattr(answer, "max_points", 0.0)))
     return _("written answer, graded by your teacher ({max_points} points): not graded yet").format(
         max_points=_pts(getattr(answer, "max_points", 0.0)))
 

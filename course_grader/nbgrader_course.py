@@ -98,6 +98,12 @@ class RecordAssignment(NbGraderPreprocessor):
             text = _("**About the checks.** This notebook is worth {total} points, all decided by the visible "
                      "test cells (run them, press *Validate*, or run `course-grade --check`).").format(
                 total=f"{total:g}")
+        written = sum(float(cell.get("metadata", {}).get("nbgrader", {}).get("points", 0) or 0) for cell in nb.cells
+                      if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+                      and cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+        if written:  # written answers (issue 30): their points come on top, from the teacher
+            text += " " + _("Written answers add {written} points, graded by your teacher by hand (the notebook is "
+                            "worth {total} points in all).").format(written=f"{written:g}", total=f"{total + written:g}")
         cell = nbformat.v4.new_markdown_cell(text)
         cell.id = "about-the-checks"
         at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0

@@ -5,7 +5,8 @@ After :func:`export_to_nbgrader`, nbgrader's own tools work on ``course-grade``'
 * **formgrader** and ``nbgrader export`` read the scores from the course's gradebook
   database (one ``auto_score`` per test cell, the submission time from ``timestamp.txt``);
 * **written answers** (nbgrader's manually graded answers, :class:`course_grader.notebook.WrittenCell`)
-  get no ``auto_score`` and ``needs_manual_grade = True``, and every auto-graded test cell
+  get no ``auto_score`` and ``needs_manual_grade = True`` (a blank one: 0, not flagged, as
+  nbgrader's autograde does), and every auto-graded test cell
   ``needs_manual_grade = False``: Formgrader flags exactly the cells a person must grade. A
   score the teacher gave (``manual_score``) is never changed by a new export; if the
   learner's answer changed since (a resubmission), the cell is flagged again for review,
@@ -196,7 +197,9 @@ def _export_one(gb, course: NbgraderCourse, assignment: Assignment, res: Submiss
             key = (nb_name, grade.name)
             if key in written_ids:
                 answer = answers.get(key)
-                if answer is None:  # no notebook to read (missing, refused): nothing to grade, 0
+                if answer is None or not answer.answered:
+                    # no notebook to read, or a blank answer: nothing to grade, 0 (nbgrader's autograde
+                    # rule); a score the teacher gave stays the score
                     grade.auto_score, grade.needs_manual_grade = 0.0, False
                     continue
                 # graded by hand only: no automatic score; a score the teacher gave is kept, and

@@ -283,8 +283,9 @@ def _words(text: str) -> str:
 def written_answers(written: list[WrittenCell], learner: dict, column_prefix: str = "") -> list:
     """The learner's answers to the written cells, as :class:`course_grader.results.WrittenAnswer`
     (no score; bounded and escaped by :func:`course_grader.sinks.answer_text`). A learner cell
-    is matched by its nbgrader ``grade_id``; a missing one is recorded as not answered."""
-    from course_grader.results import WrittenAnswer
+    is matched by its nbgrader ``grade_id``; a missing, empty or unchanged one is not answered,
+    and worth 0 (nbgrader's autograde rule for an unchanged answer cell)."""
+    from course_grader.results import NO_ANSWER, WrittenAnswer
     from course_grader.sinks import answer_text
     found: dict[str, str] = {}
     for cell in learner.get("cells", []) if isinstance(learner, dict) else []:
@@ -297,7 +298,8 @@ def written_answers(written: list[WrittenCell], learner: dict, column_prefix: st
     for w in written:
         text = found.get(w.grade_id, "")
         answered = _words(text) not in ("", ANSWER_STUB, _words(w.released))
-        out.append(WrittenAnswer(w.grade_id, column_prefix + w.grade_id, w.points, answer_text(text), answered))
+        out.append(WrittenAnswer(w.grade_id, column_prefix + w.grade_id, w.points, answer_text(text), answered,
+                                 **({} if answered else {"points": 0.0, "status": NO_ANSWER})))
     return out
 
 

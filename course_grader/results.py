@@ -12,7 +12,8 @@ from enum import Enum
 
 from course_grader.i18n import N_
 
-__all__ = ["Status", "TestOutcome", "WrittenAnswer", "NotebookResult", "SubmissionResult", "worst", "MANUAL"]
+__all__ = ["Status", "TestOutcome", "WrittenAnswer", "NotebookResult", "SubmissionResult", "worst", "MANUAL",
+           "NO_ANSWER"]
 
 
 @dataclass
@@ -46,15 +47,19 @@ class TestOutcome:
 #: The status of a written answer (course_grader.notebook.WrittenCell) until the teacher grades it
 #: by hand in Formgrader: it has no score yet, and it is never a 0.
 MANUAL = N_("needs manual grade")
+#: The status of a written answer left blank (missing, empty, or the released text): 0 points,
+#: as nbgrader's autograde gives an unchanged answer cell; the teacher may still give a score.
+NO_ANSWER = N_("no answer")
 
 
 @dataclass
 class WrittenAnswer:
     """A written-analysis cell of the learner's notebook (nbgrader's "manually graded answer").
 
-    course-grade never scores it: ``points`` stays None ("no score", not 0) and ``status``
-    says it waits for the teacher (:data:`MANUAL`), who grades it in Formgrader against the
-    mark scheme of the instructor's source. ``answer`` is the learner's text as found in the
+    course-grade never scores an answer: ``points`` stays None ("no score", not 0) and
+    ``status`` says it waits for the teacher (:data:`MANUAL`), who grades it in Formgrader
+    against the mark scheme of the instructor's source. A blank answer (``answered`` False)
+    is worth 0 (:data:`NO_ANSWER`), as in nbgrader's autograde. ``answer`` is the learner's text as found in the
     notebook, cut to :data:`course_grader.sinks.MAX_ANSWER` characters with every control
     character shown as an escape (:func:`course_grader.sinks.answer_text`); each sink escapes
     it again for itself.

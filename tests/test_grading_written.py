@@ -90,7 +90,8 @@ def test_the_answer_is_recorded_as_needing_a_manual_grade_with_no_score(tmp_path
     ann = rows["ann"]["notebooks"][0]["written"][0]
     assert ann["points"] is None and ann["status"] == MANUAL == "needs manual grade"
     assert ann["answer"] == "Because q.k has variance d." and ann["answered"] is True
-    assert rows["bob"]["notebooks"][0]["written"][0]["answered"] is False  # the released text, untouched
+    bob = rows["bob"]["notebooks"][0]["written"][0]  # the released text, untouched: 0, as nbgrader gives it
+    assert (bob["answered"], bob["points"], bob["status"], rows["bob"]["pending_manual"]) == (False, 0, "no answer", 0)
     assert rows["ann"]["pending_manual"] == 3 and rows["ann"]["max_total"] == 5 and rows["ann"]["total"] == 2
     # grades.csv: the written column is empty (not 0) and the pending points are said
     table = list(csv.DictReader((out / "grades.csv").open()))
@@ -99,13 +100,14 @@ def test_the_answer_is_recorded_as_needing_a_manual_grade_with_no_score(tmp_path
     # the LMS summary: the totals come with the points still to grade by hand
     write_lms_csv(tmp_path / "grades")
     lms = list(csv.DictReader((tmp_path / "grades" / "lms_grades.csv").open()))
-    assert [(r["student"], r["essay"], r["pending_manual"]) for r in lms] == [("ann", "2", "3"), ("bob", "0", "3")]
+    assert [(r["student"], r["essay"], r["pending_manual"]) for r in lms] == [("ann", "2", "3"), ("bob", "0", "0")]
     # the feedback: graded by the teacher, provisional, never a failure
     text, page = render_text(results[0]), render_html(results[0])
     assert "provisional: 3 points of written answers are graded by your teacher" in text
     assert "written_why: written answer, graded by your teacher (3 points): not graded yet" in text
     assert "[  FAIL  ] written_why" not in text and "Provisional: 3 points" in page
-    assert "no answer was found in your notebook" in render_text(results[1])
+    assert "no answer was found in your notebook, so it scores 0" in render_text(results[1])
+    assert list(csv.DictReader((out / "grades.csv").open()))[1]["written_why"] == "0"
 
 
 def test_a_result_with_written_answers_survives_the_worker_round_trip(tmp_path):
@@ -162,10 +164,10 @@ def test_course_grade_counts_written_points_in_the_max_and_scores_none(tmp_path,
     assert "\x1b" not in printed
     rows = {r["student"]: r for r in csv.DictReader((out / "essay" / "grades.csv").open())}
     assert [(rows[s]["total"], rows[s]["max"], rows[s]["written_why"], rows[s]["pending_manual"])
-            for s in ("ann", "bob", "eve")] == [("2", "5", "", "3"), ("0", "5", "", "3"), ("2", "5", "", "3")]
+            for s in ("ann", "bob", "eve")] == [("2", "5", "", "3"), ("0", "5", "0", "0"), ("2", "5", "", "3")]
     data = {r["student"]: r for r in json.loads((out / "essay" / "grades.json").read_text())["results"]}
     written = [data[s]["notebooks"][0]["written"][0] for s in ("ann", "bob", "eve")]
-    assert [w["points"] for w in written] == [None, None, None]
+    assert [w["points"] for w in written] == [None, 0, None]  # bob left it blank
     assert [w["answered"] for w in written] == [True, False, True]
     assert len(written[2]["answer"]) <= MAX_ANSWER + 100 and not any(c in written[2]["answer"] for c in CONTROLS)
     assert RUBRIC not in (out / "essay" / "grades.json").read_text()  # the mark scheme is the teacher's only
@@ -220,4 +222,4 @@ def test_a_learner_notebook_without_the_written_cell_is_not_answered(tmp_path):
     nb = json.loads(assignment.notebooks["essay"].path.read_text("utf-8"))
     nb["cells"] = nb["cells"][:-1]
     [answer] = written_answers(assignment.notebooks["essay"].written, nb)
-    assert (answer.answered, answer.answer, answer.points) == (False, "", None)
+    assert (answer.answered, answer.answer, answer.points) == (False, "", 0)
