@@ -475,7 +475,9 @@ def grade_many(items: list[tuple[Assignment, str, dict[str, Path | None]]], *, j
             _ = gettext_for(res.language)   # the class's language: its learners' notebooks'
             print("  " + _("{student}: {total}/{max_total}  {status}  ({seconds} s)").format(
                 student=terminal(res.student), total=f"{res.total:g}", max_total=f"{res.max_total:g}",
-                status=terminal(translate_message(str(res.status), res.language)), seconds=f"{res.duration:.1f}"),
+                status=terminal(translate_message(str(res.status), res.language)), seconds=f"{res.duration:.1f}")
+                + ("  " + _("(provisional: {points} points to grade by hand in Formgrader)").format(
+                    points=f"{res.pending_manual:g}") if res.pending_manual else ""),
                 flush=True)
 
     def drive(slot: int) -> None:
@@ -926,7 +928,7 @@ def _grade_and_write(args: argparse.Namespace, key: AnswerKey, submissions: Subm
         try:  # the new gradebook is complete before the previous one moves aside
             write_gradebook(ordered, assignment.columns, staging,
                             answer_key={"path": str(key.path), "origin": key.origin, "sha256": key_sha},
-                            submission_sha256=sha, not_graded=not_graded)
+                            submission_sha256=sha, not_graded=not_graded, written=assignment.written_columns)
             for previous, moved in rotate_previous(out):
                 print(_("previous {old} kept as {new}").format(old=terminal(previous.name), new=terminal(moved)))
             for name in ("feedback", "grades.json", "grades.csv"):

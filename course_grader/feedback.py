@@ -11,7 +11,8 @@ from course_grader.i18n import gettext_for, html_lang, label, translate_message
 from course_grader.results import SubmissionResult
 from course_grader.sinks import html_text
 
-__all__ = ["render_html", "render_text", "unclean_cell_lines", "about_test", "mistake_line"]
+__all__ = ["render_html", "render_text", "unclean_cell_lines", "about_test", "mistake_line", "score_line",
+           "written_line"]
 
 
 def _pts(x: float) -> str:
@@ -66,6 +67,25 @@ def unclean_cell_lines(cells: list[dict], language: str | None = None) -> list[s
     return lines
 
 
+def score_line(result: SubmissionResult, _) -> str:
+    """"Score: 7 / 9", and while written answers wait for the teacher, that the score is
+    provisional and how many points are still to be graded by hand (never shown as a 0)."""
+    line = _("Score: {total} / {max_total}").format(total=_pts(result.total), max_total=_pts(result.max_total))
+    if result.pending_manual:
+        line += " " + _("(provisional: {points} points of written answers are graded by your teacher)").format(
+            points=_pts(result.pending_manual))
+    return line
+
+
+def written_line(answer: object, _) -> str:
+    """One line for a written answer: graded by the teacher, not pass/fail (a blank one scores 0)."""
+    if not getattr(answer, "answered", False):
+        return _("written answer ({max_points} points): no answer was found in your notebook, so it scores "
+                 "0").format(max_points=_pts(getattr(answer, "max_points", 0.0)))
+    return _("written answer, graded by your teacher ({max_points} points): not graded yet").format(
+        max_points=_pts(getattr(answer, "max_points", 0.0)))
+
+
 def variant_line(result: SubmissionResult, _) -> str:
     """The learner's variant (course_grader.variants), as the feedback shows it."""
     raw = result.variant.get("values") if result.variant else None
@@ -80,7 +100,7 @@ def render_text(result: SubmissionResult) -> str:
     _ = gettext_for(language)
     m = lambda text: translate_message(str(text), language)  # noqa: E731 - a grader's message, translated
     lines = [_("Assignment {assignment} — {student}").format(assignment=result.assignment, student=result.student),
-             _("Score: {total} / {max_total}").format(total=_pts(result.total), max_total=_pts(result.max_total))
+             score_line(result, _)
              + ("" if result.status == "ok" else "   " + _("(status: {status})").format(status=m(result.status)))]
     lines += [variant_line(result, _)] if result.variant else []
     lines.append("")
@@ -105,6 +125,8 @@ def render_text(result: SubmissionResult) -> str:
                 lines.append("             " + about)
             if t.details and not t.passed:
                 lines.extend("             " + d for d in t.details.rstrip().splitlines())
+        for w in nb.written:
+            lines.append(f"  [{label(_('teacher'))}] {w.grade_id}: {written_line(w, _)}")
         lines += unclean_cell_lines(nb.cells, language)
         for note in nb.notes:
             lines.append("  " + _("Note: {note}").format(note=m(note)))
@@ -133,6 +155,10 @@ def render_html(result: SubmissionResult) -> str:
              + "</p>",
              "<p>" + _("Score: {score}").format(score=f"<b>{_pts(result.total)} / {_pts(result.max_total)}</b>")
              + status + "</p>"]
+    if result.pending_manual:
+        parts.append("<p class=\"note\">" + e(_("Provisional: {points} points of written answers are graded by "
+                                                 "your teacher, and are not in this score yet.").format(
+            points=_pts(result.pending_manual))) + "</p>")
     if result.variant:
         parts.append("<p>" + e(variant_line(result, _)) + "</p>")
     for nb in result.notebooks:
@@ -154,6 +180,10 @@ def render_html(result: SubmissionResult) -> str:
             test_cell = e(t.grade_id) + (f"<br><small>{e(about)}</small>" if about else "")
             parts.append(f"<tr><td>{test_cell}</td><td>{_pts(t.points)} / {_pts(t.max_points)}</td>"
                          f"<td>{verdict}</td></tr>")
+        for w in nb.written:
+            shown = _pts(w.points) if w.points is not None else "—"
+            parts.append(f"<tr><td>{e(w.grade_id)}</td><td>{shown} / {_pts(w.max_points)}</td>"
+                         f"<td>{e(written_line(w, _))}</td></tr>")
         parts.append("</table>")
         bad = [c for c in nb.cells if c.get("status") not in ("ok", None)]
         if bad:

@@ -123,15 +123,27 @@ def feedback_names(students: Iterable[str]) -> dict[str, str]:
     return names
 
 
-def csv_text(results: Iterable[SubmissionResult], columns: list[str]) -> str:
-    """The gradebook as CSV text, one row per learner, sorted by learner id."""
+def csv_text(results: Iterable[SubmissionResult], columns: list[str], written: Iterable[str] = ()) -> str:
+    """The gradebook as CSV text, one row per learner, sorted by learner id.
+
+    ``written``: the columns of written answers (graded by hand, in Formgrader). When there
+    are any, a column ``pending_manual`` follows ``max``: the points still to be graded by
+    hand (``total`` is then provisional: the auto-graded points only), and a written
+    answer's own column is empty until it has a score - never a 0 that could be taken for
+    one. A written answer of a notebook that could not be read is a 0 (nothing to grade).
+    """
+    results = list(results)
+    manual = set(written) | {w.column for r in results for w in r.written}
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", "assignment", *map(csv_cell, columns), "total", "max", "status"])
+    writer.writerow(["student", "assignment", *map(csv_cell, columns), "total", "max",
+                     *(["pending_manual"] if manual else []), "status"])
     for r in sorted(results, key=lambda r: r.student):
         scores = r.scores
-        writer.writerow([csv_cell(r.student), csv_cell(r.assignment), *(_fmt(scores.get(c, 0.0)) for c in columns),
-                         _fmt(r.total), _fmt(r.max_total), csv_cell(r.status)])
+        scores.update({w.column: w.points for w in r.written})
+        cells = ["" if scores.get(c, 0.0) is None else _fmt(scores.get(c, 0.0)) for c in columns]
+        writer.writerow([csv_cell(r.student), csv_cell(r.assignment), *cells, _fmt(r.total), _fmt(r.max_total),
+                         *([_fmt(r.pending_manual)] if manual else []), csv_cell(r.status)])
     return buf.getvalue()
 
 
@@ -142,7 +154,7 @@ def answer_key_digest(assignment: Assignment) -> dict[str, str]:
 
 def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir: str | Path, *,
                     answer_key: dict | None = None, submission_sha256: dict[str, dict] | None = None,
-                    not_graded: list[dict] | None = None) -> dict[str, Path]:
+                    not_graded: list[dict] | None = None, written: Iterable[str] = ()) -> dict[str, Path]:
     """Write ``grades.csv``, ``grades.json`` and ``feedback/<student>.html`` in ``out_dir``.
 
     Args:
@@ -153,6 +165,7 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
         submission_sha256: learner id -> {notebook: SHA-256 of the bytes graded (None: missing or
             refused)}, recorded in each learner's entry of ``grades.json``.
         not_graded: entries of the submissions folder that were not graded, and why (recorded).
+        written: the columns of written answers (:func:`csv_text`).
 
     Returns:
         The paths written: ``{"csv": ..., "json": ..., "feedback": ...}``.
@@ -171,7 +184,7 @@ def write_gradebook(results: list[SubmissionResult], columns: list[str], out_dir
                              "answer_key": answer_key or {}, "columns": columns,
                              "results": [_row(r, submission_sha256) for r in ordered],
                              **({"not_graded": not_graded} if not_graded else {})}, indent=1) + "\n")
-    atomic_write(out_dir / "grades.csv", csv_text(ordered, columns))
+    atomic_write(out_dir / "grades.csv", csv_text(ordered, columns, written))
     return {"csv": out_dir / "grades.csv", "json": out_dir / "grades.json", "feedback": feedback_dir}
 
 
@@ -191,12 +204,19 @@ def write_lms_csv(out_dir: str | Path, filename: str = "lms_grades.csv") -> Path
     LMS imports expect learner rows only, so the maximum points of each assignment go to
     ``lms_max_points.csv`` beside it.
 
+    Written answers graded by hand (in Formgrader) are not in these totals until the teacher
+    has graded them: when any learner has points still to grade by hand, a last column
+    ``pending_manual`` gives them (a learner's totals are provisional while it is not 0), and
+    the maxima include them. The final grades, manual scores included, are nbgrader's
+    (``nbgrader export``) after Formgrader.
+
     Returns:
         The path of the CSV file.
     """
     out_dir = Path(out_dir)
     totals: dict[str, dict[str, float]] = {}
     maxima: dict[str, float] = {}
+    pending: dict[str, float] = {}
     for path in sorted(out_dir.glob("*/grades.json")):
         try:
             data = json.loads(path.read_text("utf-8"))
@@ -205,14 +225,18 @@ def write_lms_csv(out_dir: str | Path, filename: str = "lms_grades.csv") -> Path
         name = str(data.get("assignment") or path.parent.name)
         for r in data.get("results", []):
             totals.setdefault(str(r["student"]), {})[name] = float(r["total"])
+            waiting = r.get("pending_manual")
+            if isinstance(waiting, (int, float)) and not isinstance(waiting, bool) and waiting > 0:
+                pending[str(r["student"])] = pending.get(str(r["student"]), 0.0) + float(waiting)
             maxima[name] = max(maxima.get(name, 0.0), float(r.get("max_total", 0.0)))
     names = sorted(maxima)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", *map(csv_cell, names), "total"])
+    writer.writerow(["student", *map(csv_cell, names), "total", *(["pending_manual"] if pending else [])])
     for student in sorted(totals):
         row = totals[student]
-        writer.writerow([csv_cell(student), *(_fmt(row[n]) if n in row else "" for n in names), _fmt(sum(row.values()))])
+        writer.writerow([csv_cell(student), *(_fmt(row[n]) if n in row else "" for n in names), _fmt(sum(row.values())),
+                         *([_fmt(pending.get(student, 0.0))] if pending else [])])
     target = out_dir / filename
     atomic_write(target, buf.getvalue())
     mx = io.StringIO()

@@ -16,6 +16,9 @@ one :func:`init_course` writes into a teacher's nbgrader course folder) call
   ``alembic`` command (gradebook database) through ``PATH``; the interpreter's own
   ``bin/`` folder is put first on ``PATH`` so ``.venv/bin/nbgrader ...`` and
   ``.venv/bin/jupyter lab`` (formgrader) find it;
+* **written answers may carry a mark scheme**: nbgrader's ``ClearMarkScheme`` removes the
+  region between ``BEGIN MARK SCHEME`` and ``END MARK SCHEME`` of a manually graded answer
+  cell from the release (docs/GRADING.md, "Written answers");
 * **released notebooks say what they are**: :class:`RecordAssignment` stores the assignment
   name and which test cells have hidden parts in the notebook's metadata, so a learner's
   ``course-grade --check`` can work from the released notebook alone.
@@ -95,6 +98,12 @@ class RecordAssignment(NbGraderPreprocessor):
             text = _("**About the checks.** This notebook is worth {total} points, all decided by the visible "
                      "test cells (run them, press *Validate*, or run `course-grade --check`).").format(
                 total=f"{total:g}")
+        written = sum(float(cell.get("metadata", {}).get("nbgrader", {}).get("points", 0) or 0) for cell in nb.cells
+                      if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+                      and cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+        if written:  # written answers (issue 30): their points come on top, from the teacher
+            text += " " + _("Written answers add {written} points, graded by your teacher by hand (the notebook is "
+                            "worth {total} points in all).").format(written=f"{written:g}", total=f"{total + written:g}")
         cell = nbformat.v4.new_markdown_cell(text)
         cell.id = "about-the-checks"
         at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
@@ -123,6 +132,13 @@ def configure(c: Any) -> None:
     c.Execute.extra_arguments = list(KERNEL_ARGUMENTS)
     c.GenerateAssignment.preprocessors = _generate_preprocessors()
     c.ClearOutput.enabled = True
+    # written answers (nbgrader's "manually graded answer" cells: grade and solution, with a
+    # grade_id) carry their mark scheme between BEGIN/END MARK SCHEME. nbgrader's ClearMarkScheme
+    # removes it from the release, but by default refuses a mark scheme outside a "task" cell
+    # ("Mark scheme region detected in a non-grade cell"): its check exists so that the cell has
+    # an id, which a written answer has. The generator (course_tools.grading_dev.generate) checks
+    # that no release keeps a mark scheme.
+    c.ClearMarkScheme.enforce_metadata = False
 
 
 #: The ``nbgrader_config.py`` that :func:`init_course` writes into a teacher's course.

@@ -4,6 +4,14 @@ After :func:`export_to_nbgrader`, nbgrader's own tools work on ``course-grade``'
 
 * **formgrader** and ``nbgrader export`` read the scores from the course's gradebook
   database (one ``auto_score`` per test cell, the submission time from ``timestamp.txt``);
+* **written answers** (nbgrader's manually graded answers, :class:`course_grader.notebook.WrittenCell`)
+  get no ``auto_score`` and ``needs_manual_grade = True`` (a blank one: 0, not flagged, as
+  nbgrader's autograde does), and every auto-graded test cell
+  ``needs_manual_grade = False``: Formgrader flags exactly the cells a person must grade. A
+  score the teacher gave (``manual_score``) is never changed by a new export; if the
+  learner's answer changed since (a resubmission), the cell is flagged again for review,
+  its score kept. The digests of the answers last exported are in
+  ``autograded/<student>/<assignment>/written.json``;
 * ``nbgrader release_feedback`` releases ``feedback/<student>/<assignment>/<notebook>.html``
   (our feedback page: messages, never hidden test sources), next to the ``timestamp.txt``
   and ``submission_secret.txt`` it needs, copied from ``submitted/``, so learners get it
@@ -123,6 +131,7 @@ def export_to_nbgrader(course: NbgraderCourse, assignment: Assignment, results: 
                                 f"`nbgrader generate_assignment {assignment.name}` in {course.root} first") from None
         db_cells = {(nb.name, g.name): g.max_score for nb in db_assignment.notebooks for g in nb.grade_cells}
         ours = {(nb, t.grade_id): t.points for nb, src in assignment.notebooks.items() for t in src.tests}
+        ours.update({(nb, w.grade_id): w.points for nb, src in assignment.notebooks.items() for w in src.written})
         if db_cells != ours:
             raise NotebookError(f"the test cells of {assignment.name!r} in the gradebook database differ from the "
                                 f"answer key ({assignment.directory}): regenerate the assignment or grade with the "
@@ -178,18 +187,56 @@ def _export_one(gb, course: NbgraderCourse, assignment: Assignment, res: Submiss
     kwargs = {"timestamp": timestamp} if timestamp else {}
     gb.update_or_create_submission(assignment.name, res.student, **kwargs)
     by_id = {(nb.notebook, t.grade_id): t for nb in res.notebooks for t in nb.tests}
+    answers = {(nb.notebook, w.grade_id): w for nb in res.notebooks for w in nb.written}
+    written_ids = {(nb, w.grade_id) for nb, src in assignment.notebooks.items() for w in src.written}
+    auto_dir = course.step_path(course.autograded, res.student, assignment.name)
+    before = _exported_answers(auto_dir)
     for nb_name in assignment.notebooks:
         sub_nb = gb.find_submission_notebook(nb_name, assignment.name, res.student)
         for grade in sub_nb.grades:
-            outcome = by_id.get((nb_name, grade.name))
+            key = (nb_name, grade.name)
+            if key in written_ids:
+                answer = answers.get(key)
+                if answer is None or not answer.answered:
+                    # no notebook to read, or a blank answer: nothing to grade, 0 (nbgrader's autograde
+                    # rule); a score the teacher gave stays the score
+                    grade.auto_score, grade.needs_manual_grade = 0.0, False
+                    continue
+                # graded by hand only: no automatic score; a score the teacher gave is kept, and
+                # flagged again only when the answer changed since it was given
+                grade.auto_score = None
+                changed = before.get(f"{nb_name}:{grade.name}") not in (None, _digest(answer.answer))
+                grade.needs_manual_grade = grade.manual_score is None or changed
+                continue
+            outcome = by_id.get(key)
             grade.auto_score = float(outcome.points if outcome else 0.0)  # manual overrides kept
-            # nbgrader autograde's rule (SaveAutoGrades): only a manual score or a missing
-            # automatic one needs a person; without this Formgrader flags every submission
-            grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+            # scored by course-grade: never flagged (nbgrader autograde flags a cell with a manual
+            # override; here the teacher's override stays the score, and only written answers,
+            # which a person must grade, are flagged in Formgrader)
+            grade.needs_manual_grade = False
     # the pages first: a learner whose new feedback cannot be written keeps the old scores too
     # (never new scores in the database beside the old page that release_feedback hands out)
     _write_folders(course, assignment, res, sub_dir, stamp_raw if timestamp else None, secret, graded)
     gb.db.commit()
+
+
+def _digest(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _exported_answers(auto_dir: Path) -> dict[str, str]:
+    """``notebook:grade_id`` -> SHA-256 of the written answer exported last time (``written.json``
+    beside the autograded notebook; {} when absent or not ours)."""
+    import json
+    path = auto_dir / "written.json"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1_000_000:
+            return {}
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def _write_folders(course: NbgraderCourse, assignment: Assignment, res: SubmissionResult, sub_dir: Path,
@@ -224,6 +271,10 @@ def _write_folders(course: NbgraderCourse, assignment: Assignment, res: Submissi
         elif target.is_symlink() or target.exists():
             target.unlink()
         _write_private(fb_dir / f"{name}.html", page.encode("utf-8"))
+    written = {f"{nb.notebook}:{w.grade_id}": _digest(w.answer) for nb in res.notebooks for w in nb.written}
+    if written:  # what the teacher graded by hand: a changed answer is flagged again (_export_one)
+        import json
+        _write_private(auto_dir / "written.json", json.dumps(written, indent=1, sort_keys=True).encode("utf-8"))
     if res.variant:  # the learner's variant (course_grader.variants), beside the notebook Formgrader shows
         import json
         _write_private(auto_dir / "variant.json", json.dumps(res.variant, indent=1, sort_keys=True).encode("utf-8"))

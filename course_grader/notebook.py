@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotebookError", "TestCell", "TEST_INFO_KEY", "cell_test_info", "SourceNotebook", "Assignment", "Step", "load_notebook_json", "load_notebook_bytes",
+__all__ = ["NotebookError", "TestCell", "WrittenCell", "is_written", "written_answers", "TEST_INFO_KEY", "cell_test_info", "SourceNotebook", "Assignment", "Step", "load_notebook_json", "load_notebook_bytes",
            "release_source", "to_python", "plan_submission", "scan_imports"]
 
 _BEGIN_SOLUTION, _END_SOLUTION = "BEGIN SOLUTION", "END SOLUTION"
@@ -226,6 +226,83 @@ class TestCell:
         return {"description": self.description, "lesson": self.lesson, "section": self.section}
 
 
+def is_written(cell: dict) -> bool:
+    """A written-analysis cell: nbgrader's "manually graded answer", a cell with ``grade`` and
+    ``solution`` both true (markdown, or code graded by reading it), graded by the teacher in
+    Formgrader, never by course-grade."""
+    meta = _nbgrader_meta(cell)
+    return bool(meta.get("grade")) and bool(meta.get("solution")) and cell.get("cell_type") in ("markdown", "code")
+
+
+#: nbgrader's default text of a released markdown answer cell (ClearSolutions.text_stub).
+ANSWER_STUB = "YOUR ANSWER HERE"
+
+
+@dataclass
+class WrittenCell:
+    """A written-analysis cell of the source notebook (:func:`is_written`): its points count in
+    the maximum, the teacher grades it by hand against the mark scheme (the region between
+    ``BEGIN MARK SCHEME`` and ``END MARK SCHEME``, which nbgrader's ClearMarkScheme removes
+    from the release)."""
+
+    grade_id: str
+    points: float
+    index: int
+    cell_type: str = "markdown"
+    #: the cell as released to learners (:func:`released_written`): an answer equal to it is no answer
+    released: str = ANSWER_STUB
+
+
+def released_written(source: str) -> str:
+    """The learner's copy of a written cell, as nbgrader's ClearSolutions and ClearMarkScheme make
+    it: the mark scheme removed; a ``BEGIN SOLUTION`` region replaced by :data:`ANSWER_STUB`, or,
+    with no region, the whole cell."""
+    lines: list[str] = []
+    scheme = solution = found = False
+    for line in source.split("\n"):
+        if "BEGIN MARK SCHEME" in line:
+            scheme = True
+        elif "END MARK SCHEME" in line:
+            scheme = False
+        elif scheme:
+            continue
+        elif _BEGIN_SOLUTION in line:
+            solution = found = True
+            lines.append(line[: len(line) - len(line.lstrip())] + ANSWER_STUB)
+        elif _END_SOLUTION in line:
+            solution = False
+        elif not solution:
+            lines.append(line)
+    return "\n".join(lines) if found else ANSWER_STUB
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def written_answers(written: list[WrittenCell], learner: dict, column_prefix: str = "") -> list:
+    """The learner's answers to the written cells, as :class:`course_grader.results.WrittenAnswer`
+    (no score; bounded and escaped by :func:`course_grader.sinks.answer_text`). A learner cell
+    is matched by its nbgrader ``grade_id``; a missing, empty or unchanged one is not answered,
+    and worth 0 (nbgrader's autograde rule for an unchanged answer cell)."""
+    from course_grader.results import NO_ANSWER, WrittenAnswer
+    from course_grader.sinks import answer_text
+    found: dict[str, str] = {}
+    for cell in learner.get("cells", []) if isinstance(learner, dict) else []:
+        if not isinstance(cell, dict):
+            continue
+        gid = _nbgrader_meta(cell).get("grade_id")
+        if isinstance(gid, str) and gid not in found:
+            found[gid] = _cell_source(cell)
+    out = []
+    for w in written:
+        text = found.get(w.grade_id, "")
+        answered = _words(text) not in ("", ANSWER_STUB, _words(w.released))
+        out.append(WrittenAnswer(w.grade_id, column_prefix + w.grade_id, w.points, answer_text(text), answered,
+                                 **({} if answered else {"points": 0.0, "status": NO_ANSWER})))
+    return out
+
+
 @dataclass
 class SourceNotebook:
     """The instructor's source notebook of an assignment."""
@@ -235,17 +312,33 @@ class SourceNotebook:
     cells: list[dict]
     tests: list[TestCell]
     trusted_imports: str
+    #: the written-analysis cells, graded by hand (:class:`WrittenCell`)
+    written: list[WrittenCell] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: str | Path) -> "SourceNotebook":
         path = Path(path)
         nb = load_notebook_json(path)
         tests: list[TestCell] = []
+        written: list[WrittenCell] = []
         imports: list[str] = []
         seen: set[str] = set()
         for i, cell in enumerate(nb["cells"]):
             meta = _nbgrader_meta(cell)
             src = _cell_source(cell)
+            if is_written(cell):
+                gid = meta.get("grade_id")
+                points = meta.get("points")
+                if not isinstance(gid, str) or not gid.strip():
+                    raise NotebookError(f"{path.name}: cell {i + 1} is a written answer (nbgrader grade and solution) "
+                                        "without a grade_id: give it one, e.g. \"written_<topic>\"")
+                if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < 1e6:
+                    raise NotebookError(f"{path.name}: written cell {gid!r} has points {points!r}: give it a positive "
+                                        "number of points in its nbgrader metadata")
+                if gid in seen:
+                    raise NotebookError(f"{path.name}: duplicate grade_id {gid!r}")
+                seen.add(gid)
+                written.append(WrittenCell(gid, float(points), i, str(cell.get("cell_type")), released_written(src)))
             if cell.get("cell_type") != "code":
                 continue
             is_test = bool(meta.get("grade")) and not meta.get("solution")
@@ -271,11 +364,12 @@ class SourceNotebook:
             for node in tree.body:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     imports.append(ast.unparse(node))
-        return cls(path.stem, path, nb["cells"], tests, "\n".join(imports))
+        return cls(path.stem, path, nb["cells"], tests, "\n".join(imports), written)
 
     @property
     def max_points(self) -> float:
-        return sum(t.points for t in self.tests)
+        """Every point of the notebook: its tests' and its written answers' (graded by hand)."""
+        return sum(t.points for t in self.tests) + sum(w.points for w in self.written)
 
 
 @dataclass
@@ -305,14 +399,21 @@ class Assignment:
 
     @property
     def columns(self) -> list[str]:
-        """Gradebook columns, one per test cell (prefixed by notebook when there are several)."""
+        """Gradebook columns, one per test cell then one per written cell (prefixed by notebook
+        when there are several)."""
         multi = len(self.notebooks) > 1
-        return [f"{nb}:{t.grade_id}" if multi else t.grade_id
-                for nb, src in self.notebooks.items() for t in src.tests]
+        return [f"{nb}:{gid}" if multi else gid for nb, src in self.notebooks.items()
+                for gid in [t.grade_id for t in src.tests] + [w.grade_id for w in src.written]]
 
     @property
     def max_points(self) -> float:
         return sum(nb.max_points for nb in self.notebooks.values())
+
+    @property
+    def written_columns(self) -> list[str]:
+        """The gradebook columns of the written answers (graded by hand)."""
+        multi = len(self.notebooks) > 1
+        return [f"{nb}:{w.grade_id}" if multi else w.grade_id for nb, src in self.notebooks.items() for w in src.written]
 
 
 @dataclass

@@ -58,7 +58,10 @@ def judge_answer_key_run(result: dict) -> str:
         EnvironmentFailure: the sandbox could not start or died, a cell of the solution failed or
             ran out of time, or the solution did not earn every point.
     """
-    total, best = result.get("total", 0), result.get("max_total", 0)
+    # written answers (graded by hand) are not the grader's to give: the best is the auto-graded points
+    pending = result.get("pending_manual", 0)
+    pending = pending if isinstance(pending, (int, float)) and not isinstance(pending, bool) else 0
+    total, best = result.get("total", 0), round(result.get("max_total", 0) - pending, 4)
     problems: list[str] = []
     for nb in result.get("notebooks", []):
         for cell in nb.get("cells", []):

@@ -12,7 +12,8 @@ from enum import Enum
 
 from course_grader.i18n import N_
 
-__all__ = ["Status", "TestOutcome", "NotebookResult", "SubmissionResult", "worst"]
+__all__ = ["Status", "TestOutcome", "WrittenAnswer", "NotebookResult", "SubmissionResult", "worst", "MANUAL",
+           "NO_ANSWER"]
 
 
 @dataclass
@@ -43,6 +44,37 @@ class TestOutcome:
     hint_section: int = 0
 
 
+#: The status of a written answer (course_grader.notebook.WrittenCell) until the teacher grades it
+#: by hand in Formgrader: it has no score yet, and it is never a 0.
+MANUAL = N_("needs manual grade")
+#: The status of a written answer left blank (missing, empty, or the released text): 0 points,
+#: as nbgrader's autograde gives an unchanged answer cell; the teacher may still give a score.
+NO_ANSWER = N_("no answer")
+
+
+@dataclass
+class WrittenAnswer:
+    """A written-analysis cell of the learner's notebook (nbgrader's "manually graded answer").
+
+    course-grade never scores an answer: ``points`` stays None ("no score", not 0) and
+    ``status`` says it waits for the teacher (:data:`MANUAL`), who grades it in Formgrader
+    against the mark scheme of the instructor's source. A blank answer (``answered`` False)
+    is worth 0 (:data:`NO_ANSWER`), as in nbgrader's autograde. ``answer`` is the learner's text as found in the
+    notebook, cut to :data:`course_grader.sinks.MAX_ANSWER` characters with every control
+    character shown as an escape (:func:`course_grader.sinks.answer_text`); each sink escapes
+    it again for itself.
+    """
+
+    grade_id: str
+    column: str
+    max_points: float
+    answer: str = ""
+    #: False when the cell is missing, empty, or still the released text ("YOUR ANSWER HERE")
+    answered: bool = False
+    points: float | None = None
+    status: str = MANUAL
+
+
 @dataclass
 class NotebookResult:
     """Results for one notebook of a submission."""
@@ -62,6 +94,8 @@ class NotebookResult:
     language: str = "en"
     #: the variants the tests used (course_grader.variants: assignment, digest, values)
     variants: list[dict] = field(default_factory=list)
+    #: the written answers, graded by hand (:class:`WrittenAnswer`); not in ``tests``
+    written: list[WrittenAnswer] = field(default_factory=list)
 
 
 @dataclass
@@ -92,17 +126,30 @@ class SubmissionResult:
 
     @property
     def scores(self) -> dict[str, float]:
+        """Column -> points of the auto-graded tests (written answers have no score here)."""
         return {t.column: t.points for nb in self.notebooks for t in nb.tests}
 
+    @property
+    def written(self) -> list[WrittenAnswer]:
+        return [w for nb in self.notebooks for w in nb.written]
+
+    @property
+    def pending_manual(self) -> float:
+        """The points of written answers still to be graded by the teacher: while it is not 0,
+        ``total`` is provisional (the auto-graded points only), and ``max_total`` includes them."""
+        return round(sum(w.max_points for w in self.written if w.points is None), 4)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "pending_manual": self.pending_manual}
 
     @classmethod
     def from_dict(cls, data: dict) -> "SubmissionResult":
         nbs = []
         for nb in data.get("notebooks", []):
             tests = [TestOutcome(**t) for t in nb.get("tests", [])]
-            nbs.append(NotebookResult(**{**nb, "tests": tests, "status": Status(nb["status"])}))
+            written = [WrittenAnswer(**w) for w in nb.get("written", [])]
+            nbs.append(NotebookResult(**{**nb, "tests": tests, "written": written, "status": Status(nb["status"])}))
+        data = {k: v for k, v in data.items() if k != "pending_manual"}
         return cls(**{**data, "notebooks": nbs, "status": Status(data["status"])})
 
 

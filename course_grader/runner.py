@@ -24,7 +24,7 @@ from typing import Any
 
 from course_grader import checks, variants
 from course_grader.i18n import N_, notebook_language
-from course_grader.notebook import Assignment, NotebookError, SourceNotebook, TestCell, plan_submission
+from course_grader.notebook import Assignment, NotebookError, SourceNotebook, TestCell, plan_submission, written_answers
 from course_grader.protocol import safe_text
 from course_grader.rpc import LearnerError, Session
 from course_grader.results import NotebookResult, Status, SubmissionResult, TestOutcome, worst
@@ -285,6 +285,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
         _bound_notebook(result)
         return result
     result.language = notebook_language(submitted)
+    # written answers: recorded for the teacher, never scored here (course_grader.results.WrittenAnswer)
+    result.written = written_answers(source.written, submitted, column_prefix)
     plan = plan_submission(source, submitted)
     result.notes.extend(plan.notes)
     seed_base = None if seed is None else str(seed).encode()
@@ -399,7 +401,10 @@ def grade_submission(assignment: Assignment, student: str, notebooks: dict[str, 
             results.append(nb)
     status = worst([r.status for r in results])
     total = sum(t.points for r in results for t in r.tests)
-    max_total = sum(t.max_points for r in results for t in r.tests if not t.skipped)
+    # the written answers' points are in the maximum even when the notebook could not be read
+    # (they are then worth 0); with an answer, they wait for the teacher (SubmissionResult.pending_manual)
+    max_total = (sum(t.max_points for r in results for t in r.tests if not t.skipped)
+                 + sum(w.points for src in assignment.notebooks.values() for w in src.written))
     used = {v["assignment"]: v for r in results for v in r.variants}
     if not used and assignment.name in variants.TABLES:  # no test asked (nothing ran): the assignment's own
         made = variants.make_variant(assignment.name, _variant_learner(learner if learner is not None else student,

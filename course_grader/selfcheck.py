@@ -27,8 +27,9 @@ from nbgrader.utils import compute_checksum
 from course_grader.feedback import about_test, unclean_cell_lines
 from course_grader.i18n import DEFAULT, gettext_for, label, notebook_language, translate_message
 from course_grader.nbgrader_course import METADATA_KEY
-from course_grader.notebook import (Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
-                                         TEST_INFO_KEY, _nbgrader_meta, hidden_lines, load_notebook_json, release_source, cell_test_info)
+from course_grader.notebook import (ANSWER_STUB, Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
+                                         TEST_INFO_KEY, WrittenCell, _nbgrader_meta, hidden_lines, is_written,
+                                         load_notebook_json, release_source, cell_test_info, written_answers)
 from course_grader.runner import SubmissionResult, grade_submission
 from course_grader.policy import WATCHDOG_GRACE_SECONDS
 from course_grader.sandbox import SandboxConfig
@@ -43,7 +44,9 @@ class CheckedTest:
     ``kind``: ``"public"`` (no hidden part: its points are counted), ``"public+hidden"``
     (the public part ran; the points are decided by hidden tests), ``"hidden"`` (nothing
     public to run), ``"unknown"`` (the notebook does not say whether it has hidden parts),
-    ``"not checked"`` (the cell was edited and no released copy was given).
+    ``"not checked"`` (the cell was edited and no released copy was given), ``"written"`` (a
+    written answer, graded by the teacher by hand: never run, never passed or failed here;
+    ``message`` says when no answer was found).
     """
 
     grade_id: str
@@ -85,9 +88,14 @@ class CheckReport:
         return sum(t.points for t in self.tests if t.kind == "public")
 
     @property
+    def written_max(self) -> float:
+        """The points of the written answers, which the teacher grades by hand."""
+        return sum(t.points for t in self.tests if t.kind == "written")
+
+    @property
     def ok(self) -> bool:
         """Every public check that ran passed and every test cell could be checked."""
-        return all(t.passed or t.kind == "hidden" for t in self.tests)
+        return all(t.passed or t.kind in ("hidden", "written") for t in self.tests)
 
 
 def cell_checksum_ok(cell: dict) -> bool | None:
@@ -181,7 +189,7 @@ def self_check(path: str | Path, *, release: str | Path | None = None, assignmen
     return _validated_report(value, path.name)
 
 
-_KINDS = ("public", "public+hidden", "hidden", "unknown", "not checked")
+_KINDS = ("public", "public+hidden", "hidden", "unknown", "not checked", "written")
 
 
 def _validated_report(value: object, notebook: str) -> CheckReport:
@@ -358,6 +366,13 @@ def _check_here(path: Path, *, release: Path | None, assignment: str | None, con
             kind = "public+hidden" if gid in hidden else "public"
         report.tests.append(CheckedTest(gid, points, kind, out.passed, "" if out.passed else out.message,
                                         out.details, **infos[gid]))
+    # written answers: graded by the teacher, by hand; the check only says whether one was found
+    written = [WrittenCell(str(_nbgrader_meta(c).get("grade_id")), float(_nbgrader_meta(c).get("points", 0) or 0), i,
+                           released=_cell_source(c) if release else ANSWER_STUB)
+               for i, c in enumerate(reference["cells"]) if is_written(c) and _nbgrader_meta(c).get("grade_id")]
+    for w in written_answers(written, learner):
+        report.tests.append(CheckedTest(w.grade_id, w.max_points, "written", message="" if w.answered else _(
+            "no answer found yet: write it in the cell")))
     return report
 
 
@@ -376,6 +391,11 @@ def render_check(report: CheckReport) -> str:
         if t.kind == "hidden":
             lines.append(f"  [{label(_('hidden'))}] " + _("{test} ({points} points): hidden tests only, run when your "
                                                      "teacher grades").format(test=t.grade_id, points=_pts(t.points)))
+        elif t.kind == "written":
+            lines.append(f"  [{label(_('teacher'))}] " + _("{test} ({points} points): a written answer, graded by "
+                                                         "your teacher by hand, not by these checks").format(
+                test=t.grade_id, points=_pts(t.points)) + (f": {t.message}" if t.message else ""))
+            continue
         elif t.kind == "not checked":
             lines.append("  [  ????  ] " + _("{test} ({points} points): {message}").format(
                 test=t.grade_id, points=_pts(t.points), message=t.message))
@@ -399,7 +419,7 @@ def render_check(report: CheckReport) -> str:
     for note in report.notes:
         lines.append("  " + _("Note: {note}").format(note=m(note)))
     lines.append("")
-    rest = report.max_points - report.public_max
+    rest = report.max_points - report.public_max - report.written_max
     if report.hidden_known:
         lines.append(_("Public checks: {points} of {max_points} points.").format(
             points=_pts(report.public_points), max_points=_pts(report.public_max)))
@@ -408,6 +428,11 @@ def render_check(report: CheckReport) -> str:
             lines.append(_("{points} more points come from hidden tests that run only when your teacher grades: "
                            "{tests}.").format(points=_pts(sum(t.points for t in later)),
                                               tests=_(", ").join(f"{t.grade_id} ({_pts(t.points)})" for t in later)))
+        written = [t for t in report.tests if t.kind == "written"]
+        if written:
+            lines.append(_("{points} more points come from written answers that your teacher grades by hand: "
+                           "{tests}.").format(points=_pts(report.written_max),
+                                              tests=_(", ").join(f"{t.grade_id} ({_pts(t.points)})" for t in written)))
         unchecked = [t for t in report.tests if t.kind == "not checked"]
         if unchecked:
             lines.append(_("{points} points were not checked: {tests}.").format(
@@ -417,7 +442,7 @@ def render_check(report: CheckReport) -> str:
                        "here: all {points} points may also depend on hidden tests.").format(points=_pts(rest)))
     lines.append(_("Maximum grade: {points} points. Passing the public checks does not mean the hidden tests "
                    "pass.").format(points=_pts(report.max_points)))
-    if any(t.kind != "hidden" and not t.passed for t in report.tests):
+    if any(t.kind not in ("hidden", "written") and not t.passed for t in report.tests):
         lines.append(_("Next: for each failed check, read its message and the lesson section named under it, fix "
                        "your code, and run the check again."))
     lines.append(_("The hidden tests call your code on fresh inputs (other sizes, other lengths), so make it work "

@@ -32,7 +32,7 @@ import unicodedata
 from typing import Any
 
 __all__ = ["terminal", "terminal_block", "csv_cell", "html_text", "formgrader_notebook",
-           "FORMGRADER_OUTPUT_TYPES"]
+           "FORMGRADER_OUTPUT_TYPES", "answer_text", "MAX_ANSWER"]
 
 
 # -- terminal ----------------------------------------------------------------------------------
@@ -74,6 +74,27 @@ def terminal_block(value: Any) -> str:
     breaks (``\\n``) kept."""
     text = value if type(value) is str else str(value)
     return "\n".join(terminal(line) for line in text.split("\n"))
+
+
+# -- a written answer, as course-grade records it ---------------------------------------------
+
+#: The most characters of a learner's written answer that course-grade records (grades.json);
+#: the teacher reads the whole answer in Formgrader's copy of the notebook.
+MAX_ANSWER = 20_000
+
+
+def answer_text(value: Any) -> str:
+    """A learner's written answer (a markdown cell's text) as ``grades.json`` records it: at most
+    :data:`MAX_ANSWER` characters (a longer answer is cut and says how much is left out), every
+    control or format character but line breaks and tabs shown as an escape (``\\x1b``), like
+    :func:`terminal`. Not a sink's guard: each sink still applies its own (HTML, CSV, terminal)."""
+    text = value if type(value) is str else ""
+    extra = len(text) - MAX_ANSWER
+    text = text[:MAX_ANSWER].replace("\r\n", "\n")
+    text = "".join(_visible(ch) if ch not in "\n\t" and _needs_escape(ch) else ch for ch in text)
+    if extra > 0:
+        text += f"\n[... {extra} more characters not recorded]"
+    return text
 
 
 # -- CSV ---------------------------------------------------------------------------------------

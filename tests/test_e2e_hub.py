@@ -14,7 +14,13 @@ instructor and three learners, and drives Debian's Chromium through Playwright:
   gradebook, in ``nbgrader export`` and on the Formgrader's pages;
 * the instructor releases feedback (``nbgrader release_feedback``); each learner presses
   Fetch Feedback, sees their own score on their feedback page, and is refused (403) another
-  learner's files.
+  learner's files;
+* written answers (issue 30, item 5): the test's copy of the assignment gets a written cell
+  (nbgrader's manually graded answer, with a mark scheme) that alice and bob answer and carol
+  leaves blank. After ``course-grade --to-nbgrader``, Formgrader flags exactly alice's and bob's
+  submissions; on alice's manual grading page only the written cell is flagged, the instructor
+  enters a score and it is saved; ``nbgrader export`` adds it, and a second
+  ``course-grade --to-nbgrader`` keeps it.
 
 Screenshots of the key screens and the learner-wait timings go to
 a temporary folder the test prints (or ``$COURSE_E2E_ARTIFACTS``). System tier: needs root (it creates Unix users) and the system
@@ -74,6 +80,14 @@ LEARNERS = ("e2e-alice", "e2e-bob", "e2e-carol")
 LEARNER_GROUP = "e2e-learners"
 INSTRUCTOR_GROUP = "e2e-instructors"
 MISTAKE = "missing_sqrt"
+#: the written cell added to the test's copy of the assignment, its points, the learners' answers
+#: and the score the instructor gives alice's in Formgrader
+WRITTEN_ID = "written_hub"
+WRITTEN_POINTS = 2.0
+WRITTEN_RUBRIC = "Full marks: names the variance of q.k growing with d and the softmax saturating."
+ANSWERS = {"e2e-alice": "Without the scaling the scores have variance d, so the softmax saturates.",
+           "e2e-bob": "<b>It</b> is faster. =1+1"}
+MANUAL_SCORE = 1.5
 
 # Bounded waits (seconds), generous because the machine's two cores are shared.
 HUB_START = 120
@@ -174,6 +188,35 @@ def _points(nb_path: Path) -> dict[str, float]:
             for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}
 
 
+def _with_written_cell(source: Path, target: Path) -> None:
+    """A copy of the assignment ``source`` in ``target`` with a written cell at the end (readable
+    by the instructor's account, which copies it into the course)."""
+    from course_tools.grading_dev.testing import written_cell
+    shutil.copytree(source, target)
+    nb = json.loads((target / NOTEBOOK).read_text("utf-8"))
+    nb["cells"].append(written_cell(WRITTEN_ID, WRITTEN_POINTS, rubric=WRITTEN_RUBRIC, question=(
+        "**Written analysis.** Why does scaled dot-product attention divide the scores by sqrt(d)?"),
+        model="The variance of q.k grows like d; without the scaling the softmax saturates."))
+    (target / NOTEBOOK).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for path in [target.parent, target, *target.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _gradebook(course: Path, student: str) -> dict[str, tuple]:
+    """grade cell -> (needs_manual_grade, auto_score, manual_score) of a learner, read from the
+    course's gradebook.db (what Formgrader shows)."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        nb = gb.find_submission_notebook(NOTEBOOK[:-6], ASSIGNMENT, student)
+        return {g.name: (g.needs_manual_grade, g.auto_score, g.manual_score) for g in nb.grades}
+
+
+def _submission_id(course: Path, student: str) -> str:
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        return str(gb.find_submission_notebook(NOTEBOOK[:-6], ASSIGNMENT, student).id)
+
+
 @dataclass
 class Hub:
     """The running hub and what the test created for it."""
@@ -250,9 +293,14 @@ def hub() -> Iterator[Hub]:
 
         t = time.monotonic()
         course = Path(pwd.getpwnam(TEACHER).pw_dir) / "course"
-        _run([str(VENV_BIN / "python"), str(REPO / "deploy" / "make_course.py"), str(course),
-              "--owner", TEACHER, "--assignments", ASSIGNMENT, "--course-id", COURSE_ID,
-              "--exchange", str(exchange), "--students", *LEARNERS, "--release"],
+        solutions = root / "solutions"  # the assignment with a written cell (issue 30, item 5)
+        _with_written_cell(REPO / "solutions" / ASSIGNMENT, solutions / ASSIGNMENT)
+        _run([str(VENV_BIN / "python"), "-c",
+              "import runpy, sys; from pathlib import Path; make = runpy.run_path(sys.argv[1])['make_course']; "
+              "make(Path(sys.argv[2]), [sys.argv[3]], owner=sys.argv[4], course_id=sys.argv[5], exchange=sys.argv[6], "
+              "students=sys.argv[8:], release=True, solutions=Path(sys.argv[7]))",
+              str(REPO / "deploy" / "make_course.py"), str(course), ASSIGNMENT, TEACHER, COURSE_ID, str(exchange),
+              str(solutions), *LEARNERS],
              env=dict(os.environ, COURSE_EXCHANGE=str(exchange)))
         timings["setup: course directory + release (deploy/make_course.py)"] = time.monotonic() - t
 
@@ -415,7 +463,18 @@ def save_and_read(s: Screen, path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def dismiss_file_changed(s: Screen) -> None:
+    """Close JupyterLab's "File Changed" dialog if a save raced its own check of the file's time on
+    a loaded machine (seen once after lesson 3's Ctrl+S): the file on disk is the one just saved."""
+    dialog = s.page.locator(".jp-Dialog", has_text="has changed on disk")
+    if dialog.count():
+        s.shot("dialog-file-changed")
+        dialog.locator("button", has_text="Revert").first.click()
+        s.wait_for("File Changed dialog", "the dialog closed", lambda: dialog.count() == 0, SHORT)
+
+
 def assignment_list(s: Screen) -> None:
+    dismiss_file_changed(s)
     menu(s, "Nbgrader", "Assignment List")
     s.wait_for("Assignment List", f"{ASSIGNMENT} listed",
                lambda: ASSIGNMENT in s.page.locator("#released_assignments_list, #fetched_assignments_list,"
@@ -461,6 +520,17 @@ def validate(s: Screen, user: str) -> str:
     return str(text)
 
 
+def _answer_written_cell(path: Path, answer: str) -> None:
+    """Write the learner's answer into the written cell of the fetched notebook (in place: the
+    file keeps its owner), before it is opened, as a learner typing it would leave it."""
+    nb = json.loads(path.read_text("utf-8"))
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == WRITTEN_ID)
+    assert "MARK SCHEME" not in "".join(cell["source"]) and WRITTEN_RUBRIC not in path.read_text("utf-8")
+    cell["source"] = answer
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
 def learner(browser, hub: Hub, user: str, sources: dict[str, str], *, lesson: bool) -> str:  # noqa: ANN001
     """One learner's whole session; returns the Validate dialog's text."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
@@ -476,6 +546,8 @@ def learner(browser, hub: Hub, user: str, sources: dict[str, str], *, lesson: bo
         s.wait_for("Assignment List: fetch", f"{ASSIGNMENT} under Downloaded assignments",
                    lambda: ASSIGNMENT in s.page.locator("#fetched_assignments_list").inner_text(), SHORT)
         assert (hub.home(user) / ASSIGNMENT / NOTEBOOK).exists(), f"fetch did not put {NOTEBOOK} in {user}'s home"
+        if user in ANSWERS:
+            _answer_written_cell(hub.home(user) / ASSIGNMENT / NOTEBOOK, ANSWERS[user])
         open_notebook(s, user, f"{ASSIGNMENT}/{NOTEBOOK}")
         if sources:
             write_solution(s, user, sources)
@@ -506,7 +578,7 @@ def test_class_on_hub(hub: Hub) -> None:
     typical = dict(correct)
     typical.update({k: v.strip() + "\n" for k, v in mistake["replace"].items()})
     points = _points(solution_nb)
-    full = sum(points.values())
+    full = sum(points.values())  # the auto-graded points; the written cell adds WRITTEN_POINTS
     expected = {LEARNERS[0]: full, LEARNERS[1]: full - sum(points[t] for t in mistake["fails"]), LEARNERS[2]: 0.0}
     assert 0 < expected[LEARNERS[1]] < full
 
@@ -552,6 +624,11 @@ def test_class_on_hub(hub: Hub) -> None:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     got = {name: float(rows[name]["total"]) for name in LEARNERS}
     assert got == expected, f"grades {got}, expected {expected} (max {full})"
+    # the written answers wait for the instructor (carol's blank one is a 0); the maximum counts them
+    pending = {name: (rows[name]["max"], rows[name][WRITTEN_ID], rows[name]["pending_manual"]) for name in LEARNERS}
+    assert pending == {LEARNERS[0]: (f"{full + WRITTEN_POINTS:g}", "", f"{WRITTEN_POINTS:g}"),
+                       LEARNERS[1]: (f"{full + WRITTEN_POINTS:g}", "", f"{WRITTEN_POINTS:g}"),
+                       LEARNERS[2]: (f"{full + WRITTEN_POINTS:g}", "0", "0")}, pending
     for name in LEARNERS:
         assert (out / "feedback" / f"{name}.html").exists()
 
@@ -570,10 +647,27 @@ def test_class_on_hub(hub: Hub) -> None:
                                      args=["--disable-dev-shm-usage", "--disable-gpu"])
         try:
             instructor_formgrader(browser, hub, expected)
+            instructor_manual_grade(browser, hub, course)
             for name in LEARNERS:
-                learner_feedback(browser, hub, name, expected[name], full)
+                learner_feedback(browser, hub, name, expected[name], full + WRITTEN_POINTS)
         finally:
             browser.close()
+
+    # nbgrader's export adds the instructor's score; course-grade's next export keeps it
+    def exported_scores() -> dict[str, float]:
+        _run([str(VENV_BIN / "nbgrader"), "export", "--to", str(course / "export.csv")], user=TEACHER, cwd=course,
+             env=env)
+        with open(course / "export.csv") as fh:
+            return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+
+    graded = dict(expected, **{LEARNERS[0]: expected[LEARNERS[0]] + MANUAL_SCORE})
+    assert exported_scores() == graded
+    _run([str(VENV_BIN / "course-grade"), str(course / "source" / ASSIGNMENT), str(course / "submitted"),
+          "--out", str(course / "grades"), "--quiet", "--to-nbgrader"],
+         user=TEACHER, cwd=course, env=env, timeout=900)
+    assert _gradebook(course, LEARNERS[0])[WRITTEN_ID] == (False, None, MANUAL_SCORE)
+    assert _gradebook(course, LEARNERS[1])[WRITTEN_ID] == (True, None, None)
+    assert exported_scores() == graded
     print("\n" + "\n".join(f"{k}: {v:.1f} s" for k, v in hub.timings.items()))
 
 
@@ -591,12 +685,15 @@ def instructor_formgrader(browser, hub: Hub, expected: dict[str, float]) -> None
         s.wait_for("formgrader gradebook", "the learners' names shown",
                    lambda: all(n in s.page.inner_text("body") for n in LEARNERS), SHORT)
         s.shot("08-formgrader-submissions")
-        # issue 19: after --to-nbgrader no submission is flagged "needs manual grade" (as after
-        # nbgrader autograde); Formgrader marks a flagged row with an icon in this column
-        flagged = s.page.locator("td.needs-manual-grade span").count()
-        if flagged:
-            s.fail("formgrader gradebook", "no submission flagged 'needs manual grade'",
-                   f"{flagged} of {len(LEARNERS)} flagged")
+        # issue 19: after --to-nbgrader a submission is flagged "needs manual grade" only for what a
+        # person must grade (issue 30): the written answers of alice and bob, not carol's blank one,
+        # never a test course-grade scored; Formgrader marks a flagged row with an icon in this column
+        flagged = sorted(name for name in LEARNERS
+                         for row in s.page.locator("tr", has=s.page.locator("td.needs-manual-grade span")).all_inner_texts()
+                         if name in row)
+        if flagged != sorted(ANSWERS):
+            s.fail("formgrader gradebook", f"exactly {sorted(ANSWERS)} flagged 'needs manual grade'",
+                   f"flagged: {flagged}")
         s.page.goto(f"{hub.url}/user/{TEACHER}/formgrader/manage_students", timeout=SHORT * 1000)
 
         def scores_shown() -> bool:
@@ -611,6 +708,41 @@ def instructor_formgrader(browser, hub: Hub, expected: dict[str, float]) -> None
             numbers = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", row.replace(name, ""))]
             if score not in numbers:
                 s.fail("formgrader students", f"{name}'s row to show {score:g}", f"row: {row!r}")
+    finally:
+        ctx.close()
+
+
+FLAGGED_JS = "() => [...document.querySelectorAll('input.score.needs_manual_grade')].map(e => e.id)"
+
+
+def instructor_manual_grade(browser, hub: Hub, course: Path) -> None:  # noqa: ANN001
+    """Formgrader's manual grading of alice's notebook: only the written cell is flagged; the
+    instructor enters a score, which Formgrader saves into the gradebook."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        s = Screen(ctx.new_page(), hub, TEACHER)
+        login(s, TEACHER)
+        alice = LEARNERS[0]
+        s.page.goto(f"{hub.url}/user/{TEACHER}/formgrader/submissions/{_submission_id(course, alice)}/",
+                    timeout=SHORT * 1000)
+        cells = len(_points(REPO / "solutions" / ASSIGNMENT / NOTEBOOK)) + 1
+        s.wait_for("formgrader manual grading", f"a score box for each of the {cells} graded cells, loaded",
+                   lambda: s.page.locator("input.score").count() == cells and s.page.evaluate(FLAGGED_JS), SHORT)
+        flagged = s.page.evaluate(FLAGGED_JS)
+        page_text = s.page.inner_text("body")
+        s.page.locator(f"input.score#{WRITTEN_ID}").scroll_into_view_if_needed()
+        s.shot("12-formgrader-manual-grading")
+        if flagged != [WRITTEN_ID]:
+            s.fail("formgrader manual grading", f"only {WRITTEN_ID} flagged 'needs manual grade'", f"flagged: {flagged}")
+        if ANSWERS[alice] not in page_text or WRITTEN_RUBRIC in page_text:
+            s.fail("formgrader manual grading", "alice's answer shown, and no mark scheme in her copy", page_text[-800:])
+        s.page.fill(f"input.score#{WRITTEN_ID}", f"{MANUAL_SCORE:g}")
+        s.page.press(f"input.score#{WRITTEN_ID}", "Tab")  # Formgrader saves on change
+        s.wait_for("formgrader manual grading", f"the score {MANUAL_SCORE:g} saved in gradebook.db",
+                   lambda: _gradebook(course, alice)[WRITTEN_ID] == (False, None, MANUAL_SCORE), SHORT)
+        s.wait_for("formgrader manual grading", "no cell flagged any more", lambda: s.page.evaluate(FLAGGED_JS) == [],
+                   SHORT)
+        s.shot("13-formgrader-graded")
     finally:
         ctx.close()
 

@@ -242,3 +242,71 @@ def test_repository_and_course_configs_share_the_rules(tmp_path):
         assert RecordAssignment in config.GenerateAssignment.preprocessors
     assert load_course(ROOT).source == ROOT / "solutions"
     assert load_course(tmp_path / "course").source == (tmp_path / "course" / "source").resolve()
+
+
+def _gradebook_flags(course: Path, assignment: str, student: str) -> dict[str, tuple]:
+    """grade cell -> (needs_manual_grade, auto_score, manual_score) of one learner, as Formgrader reads them."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        notebook = gb.find_submission_notebook("essay", assignment, student)
+        return {g.name: (g.needs_manual_grade, g.auto_score, g.manual_score) for g in notebook.grades}
+
+
+def test_written_answers_are_flagged_for_a_manual_grade_that_a_re_export_keeps(tmp_path):
+    """Issue 30, item 5: after `course-grade --to-nbgrader`, only the written answer needs a manual
+    grade in the gradebook (Formgrader's flag); the score a teacher gives it there survives the next
+    export, and a changed answer is flagged again for review with that score kept."""
+    from nbgrader.api import Gradebook
+    from course_tools.grading_dev.testing import RUBRIC, written_assignment
+    course, home, name = tmp_path / "course", tmp_path / "home", "essay"
+    home.mkdir()
+    written_assignment(tmp_path / "solutions", name)
+    assert cli.main(["init-course", str(course), name, "--course-id", COURSE_ID,
+                     "--from", str(tmp_path / "solutions")]) == 0
+    _nbgrader(["generate_assignment", name, "--force"], course, home)
+    released = course / "release" / name / "essay.ipynb"
+    assert RUBRIC not in released.read_text("utf-8") and "MARK SCHEME" not in released.read_text("utf-8")
+
+    def submit(student: str, answer: str) -> None:
+        nb = json.loads(released.read_text("utf-8"))
+        for cell in nb["cells"]:
+            gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+            if gid == "double":
+                cell["source"] = "def double(x):\n    return 2 * x"
+            elif gid == "written_why":
+                cell["source"] = answer
+        write_notebook(nb, course / "submitted" / student / name / "essay.ipynb")
+        (course / "submitted" / student / name / "timestamp.txt").write_text("2026-11-27 12:00:00.000000 UTC")
+
+    def grade() -> None:
+        assert cli.main([name, str(course / "submitted"), "--out", str(tmp_path / "grades"), "--jobs", "1",
+                         "--to-nbgrader", "--quiet"]) == 0
+
+    submit("ann", "Because q.k has variance d.")
+    submit("bob", "<b>Softmax</b> saturates.")
+    grade()
+    for student in ("ann", "bob"):  # exactly the written answer is flagged, with no automatic score
+        assert _gradebook_flags(course, name, student) == {"test_double": (False, 2.0, None),
+                                                           "written_why": (True, None, None)}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gb:
+        assert gb.find_submission(name, "ann").needs_manual_grade
+        # the teacher grades ann's answer in Formgrader (what its grade API does)
+        grade_row = gb.find_grade("written_why", "essay", name, "ann")
+        grade_row.manual_score, grade_row.needs_manual_grade = 2.5, False
+        gb.db.commit()
+    grade()  # a re-export keeps the teacher's score and does not flag it again
+    assert _gradebook_flags(course, name, "ann")["written_why"] == (False, None, 2.5)
+    assert _gradebook_flags(course, name, "bob")["written_why"] == (True, None, None)
+    _nbgrader(["export", "--to", str(tmp_path / "export.csv")], course, home)
+    exported = {r["student_id"]: r for r in csv.DictReader((tmp_path / "export.csv").open())}
+    assert float(exported["ann"]["score"]) == 4.5 and float(exported["ann"]["max_score"]) == 5
+    assert float(exported["bob"]["score"]) == 2  # not graded by hand yet: the auto-graded points only
+    # ann resubmits another answer: her score stays, and the cell is flagged for the teacher to review
+    submit("ann", "A different answer.")
+    grade()
+    assert _gradebook_flags(course, name, "ann")["written_why"] == (True, None, 2.5)
+    # Formgrader's copy shows the answer as text, with the cell's nbgrader metadata for the grade box
+    copy = json.loads((course / "autograded" / "ann" / name / "essay.ipynb").read_text("utf-8"))
+    cell = next(c for c in copy["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "written_why")
+    assert "A different answer." in cell["source"] and cell["metadata"]["nbgrader"]["points"] == 3
+    assert cell["metadata"]["nbgrader"]["grade"] and cell["metadata"]["nbgrader"]["solution"]

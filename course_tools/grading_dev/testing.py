@@ -18,7 +18,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["variant", "write_notebook", "load_mistakes", "trivial_mistakes"]
+__all__ = ["variant", "write_notebook", "load_mistakes", "trivial_mistakes", "written_cell", "written_assignment",
+           "RUBRIC"]
 
 
 def variant(source: str | Path | dict, *, replace: dict[str, str] | None = None,
@@ -180,3 +181,47 @@ def trivial_mistakes(notebook: str | Path, *, fails: dict[str, list[str]] | None
                     "replace": {meta["grade_id"]: text}, "trivial": True,
                     "fails": list((fails or {}).get(node.name, group)), "may_fail": later}
     return out
+
+
+#: The mark scheme of :func:`written_assignment`'s written cell: no line of it may be released.
+RUBRIC = "Model answer: the dot products grow like sqrt(d), so the softmax saturates. (2 points: cause; 1: effect)"
+
+
+def written_cell(grade_id: str = "written_why", points: float = 3, *, question: str = "Explain why.",
+                 rubric: str = RUBRIC, model: str = "The variance of q.k grows with d.") -> dict:
+    """A written-analysis cell as an instructor writes it: nbgrader's manually graded answer
+    (markdown, ``grade`` and ``solution``), the question, the mark scheme between
+    ``=== BEGIN MARK SCHEME ===`` and ``=== END MARK SCHEME ===``, and the model answer in a
+    solution region (the learner gets "YOUR ANSWER HERE" in its place)."""
+    source = (f"{question}\n\n=== BEGIN MARK SCHEME ===\n{rubric}\n=== END MARK SCHEME ===\n\n"
+              f"### BEGIN SOLUTION\n{model}\n### END SOLUTION")
+    return {"cell_type": "markdown", "id": grade_id.replace("_", "-"), "source": source, "metadata": {"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "points": points, "grade_id": grade_id,
+        "schema_version": 3}}}
+
+
+def written_assignment(folder: str | Path, name: str = "essay", *, language: str | None = None,
+                       question: str = "Explain why.") -> Path:
+    """A small assignment with one written cell, for tests: ``<folder>/<name>/essay.ipynb`` with a
+    solution cell ``double`` (2 * x), a 2-point test ``test_double`` and a 3-point written cell
+    ``written_why`` (:func:`written_cell`). ``language``: the notebook's (``"zh-CN"`` for the
+    Chinese edition). Returns the assignment folder."""
+    def meta(**k: Any) -> dict:
+        return {"nbgrader": {"schema_version": 3, "locked": False, **k}}
+
+    def code(cid: str, source: str, **k: Any) -> dict:
+        return {"cell_type": "code", "id": cid, "source": source, "metadata": meta(**k), "outputs": [],
+                "execution_count": None}
+
+    cells = [{"cell_type": "markdown", "id": "title", "source": "# Essay", "metadata": {}},
+             code("double", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+                  grade=False, solution=True, grade_id="double"),
+             code("test-double", "assert double(2) == 4\nassert double(-3) == -6", grade=True, solution=False,
+                  locked=True, points=2, grade_id="test_double"),
+             written_cell(question=question)]
+    nb = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                       "language_info": {"name": "python"}, **({"language": language} if language else {})}}
+    target = Path(folder) / name
+    write_notebook(nb, target / "essay.ipynb")
+    return target
