@@ -28,11 +28,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course_tools.lessons import lesson_id, lesson_notebooks
+from course_tools.run_notebooks import normalize  # the same normalisation as a re-execution
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-from course_tools.lessons import lesson_id, lesson_notebooks  # noqa: E402
-from run_notebooks import normalize  # noqa: E402  (the same normalisation as a re-execution)
 
 # Registered in the kernel before the lesson's first cell: one (CPU, wall) pair per executed cell.
 PROBE = """\

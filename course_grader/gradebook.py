@@ -139,9 +139,8 @@ def csv_text(results: Iterable[SubmissionResult], columns: list[str], written: I
     writer.writerow(["student", "assignment", *map(csv_cell, columns), "total", "max",
                      *(["pending_manual"] if manual else []), "status"])
     for r in sorted(results, key=lambda r: r.student):
-        scores = r.scores
-        scores.update({w.column: w.points for w in r.written})
-        cells = ["" if scores.get(c, 0.0) is None else _fmt(scores.get(c, 0.0)) for c in columns]
+        scores: dict[str, float | None] = {**r.scores, **{w.column: w.points for w in r.written}}
+        cells = ["" if (v := scores.get(c, 0.0)) is None else _fmt(v) for c in columns]
         writer.writerow([csv_cell(r.student), csv_cell(r.assignment), *cells, _fmt(r.total), _fmt(r.max_total),
                          *([_fmt(r.pending_manual)] if manual else []), csv_cell(r.status)])
     return buf.getvalue()

@@ -9,6 +9,7 @@ content when metadata is missing) and ignored.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -298,8 +299,10 @@ def written_answers(written: list[WrittenCell], learner: dict, column_prefix: st
     for w in written:
         text = found.get(w.grade_id, "")
         answered = _words(text) not in ("", ANSWER_STUB, _words(w.released))
-        out.append(WrittenAnswer(w.grade_id, column_prefix + w.grade_id, w.points, answer_text(text), answered,
-                                 **({} if answered else {"points": 0.0, "status": NO_ANSWER})))
+        answer = WrittenAnswer(w.grade_id, column_prefix + w.grade_id, w.points, answer_text(text), answered)
+        if not answered:
+            answer = dataclasses.replace(answer, points=0.0, status=NO_ANSWER)
+        out.append(answer)
     return out
 
 

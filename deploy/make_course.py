@@ -177,12 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--release", action="store_true", help="release the assignments into the exchange")
     p.add_argument("--language", default=os.environ.get("COURSE_LANGUAGE") or "en",
                    help="en, zh-CN or zh-TW: the edition of the assignments (default: $COURSE_LANGUAGE, else en)")
+    p.add_argument("--solutions", type=Path, default=None,
+                   help="the instructor's source folder to build from (default: the checkout's solutions/)")
     args = p.parse_args(argv)
     names = args.assignments or sorted(p.name for p in (REPO / "solutions").iterdir()
                                        if p.is_dir() and any(p.glob("*.ipynb")))
     released = make_course(args.course_dir, names, course_id=args.course_id, exchange=args.exchange,
                            owner=args.owner, students=args.students, release=args.release,
-                           language=args.language)
+                           language=args.language, solutions=args.solutions)
     verb = "released" if args.release else "generated (not released)"
     print(f"course {args.course_id!r} in {args.course_dir.resolve()}: {len(released)} notebooks {verb}")
     for path in released:

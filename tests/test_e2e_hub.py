@@ -295,12 +295,9 @@ def hub() -> Iterator[Hub]:
         course = Path(pwd.getpwnam(TEACHER).pw_dir) / "course"
         solutions = root / "solutions"  # the assignment with a written cell (issue 30, item 5)
         _with_written_cell(REPO / "solutions" / ASSIGNMENT, solutions / ASSIGNMENT)
-        _run([str(VENV_BIN / "python"), "-c",
-              "import runpy, sys; from pathlib import Path; make = runpy.run_path(sys.argv[1])['make_course']; "
-              "make(Path(sys.argv[2]), [sys.argv[3]], owner=sys.argv[4], course_id=sys.argv[5], exchange=sys.argv[6], "
-              "students=sys.argv[8:], release=True, solutions=Path(sys.argv[7]))",
-              str(REPO / "deploy" / "make_course.py"), str(course), ASSIGNMENT, TEACHER, COURSE_ID, str(exchange),
-              str(solutions), *LEARNERS],
+        _run([str(VENV_BIN / "python"), str(REPO / "deploy" / "make_course.py"), str(course),
+              "--owner", TEACHER, "--assignments", ASSIGNMENT, "--course-id", COURSE_ID,
+              "--exchange", str(exchange), "--solutions", str(solutions), "--students", *LEARNERS, "--release"],
              env=dict(os.environ, COURSE_EXCHANGE=str(exchange)))
         timings["setup: course directory + release (deploy/make_course.py)"] = time.monotonic() - t
 
