@@ -119,7 +119,7 @@ def mistake_notebook(source: SourceNotebook, replace: dict[str, str]) -> dict:
 
 
 def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], seed_base: bytes, config: Any,
-             deadline: float | None = None) -> None:
+             deadline: float | None = None, learner: str | None = None) -> None:
     """Name the typical mistake a failed test's outputs match, in place on ``tests`` (the
     notebook's TestOutcomes): ``mistake``, ``hint``, ``hint_lesson``, ``hint_section``.
 
@@ -133,8 +133,22 @@ def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], see
             learner's own time budget, so that naming a mistake never makes the grader's
             watchdog (course_grader.cli.learner_budget) kill a learner's grading. A mistake
             is tried only while at least :data:`MIN_SECONDS_LEFT` remain.
+        learner: the id the learner was graded as. The mistake's run uses the same variant, in its
+            tests and its learner cells, or a test whose sizes come from the variant could never match.
     """
-    from course_grader.runner import _run_test
+    from course_grader import variants
+    if learner is not None:
+        variants.begin_grading(learner)
+    try:
+        _diagnose(source, tests, recorded, seed_base, config, deadline, learner)
+    finally:
+        if learner is not None:
+            variants.begin_grading(None)
+
+
+def _diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], seed_base: bytes, config: Any,
+              deadline: float | None, learner: str | None) -> None:
+    from course_grader.runner import _VARIANT_PRELUDE, _run_test
     from course_grader.rpc import Session
     from course_grader.sandbox import SandboxDied
 
@@ -164,6 +178,8 @@ def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], see
         messages: dict[str, str] = {}
         try:
             session.start()
+            if learner is not None:  # the learner cells see the learner's variant, as when graded
+                session.exec_cell(-1, _VARIANT_PRELUDE.format(learner=learner))
             for step in plan.steps:
                 if step.kind == "learner":
                     if step.source.strip():

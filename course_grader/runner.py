@@ -358,7 +358,8 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             result.status = Status.SANDBOX_DIED
     if recorded and seed_base is not None and any(not t.passed for t in result.tests):
         from course_grader.diagnose import diagnose as name_mistakes
-        name_mistakes(source, result.tests, recorded, seed_base, config, deadline=start + config.submission_timeout)
+        name_mistakes(source, result.tests, recorded, seed_base, config, deadline=start + config.submission_timeout,
+                      learner=graded_as)
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
     _point_to_failed_callees(plan.steps, source.tests, result.tests)

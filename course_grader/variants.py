@@ -57,6 +57,37 @@ class LearnerIdError(ValueError):
 #: Per assignment: parameter -> the allowed values. A value that is a dict sets several names at
 #: once (a configuration whose parts go together, e.g. a model size E and its number of heads H).
 TABLES: dict[str, dict[str, list[Any]]] = {
+    "lesson01_seq2seq": {
+        # Question 1: the encoder's state (N, B, h) for a batch of q_B sentences padded to q_S tokens
+        "state_q": [{"q_N": n, "q_B": b, "q_S": s, "q_h": h} for n, b, s, h in
+                    [(2, 8, 12, 64), (3, 4, 10, 32), (2, 16, 9, 128), (4, 6, 15, 48), (1, 10, 7, 96), (3, 12, 11, 256),
+                     (2, 5, 20, 80), (4, 7, 13, 64)]],
+        # Question 4: D2L's brevity penalty exp(1 - len_label / len_pred) for a prediction shorter than its label
+        "brevity": [{"len_pred": p, "len_label": q} for p, q in
+                    [(4, 6), (5, 8), (3, 7), (6, 9), (7, 10), (2, 5), (8, 11), (5, 6)]],
+        # the public checks' sizes: embedding E and hidden h (vocabularies stay 10 and 12: the examples'
+        # token ids)
+        "check": [{"check_E": e, "check_h": h} for e, h in
+                  [(8, 16), (6, 12), (5, 10), (7, 14), (4, 8), (6, 18), (8, 12), (5, 16)]],
+        # the experiment: the seed of the untrained encoder and its sentence, the sentence's length and the
+        # number of pads of the second measurement
+        "experiment": [{"exp_seed": seed, "exp_len": n, "exp_pads": p} for seed, n, p in
+                       [(5, 6, 8), (17, 7, 12), (29, 5, 10), (31, 8, 16), (43, 6, 20), (59, 9, 6), (61, 4, 14),
+                        (73, 7, 24)]],
+    },
+    "lesson02_pooling": {
+        # Question 1: boxcar weights of query q_x over the keys 0, 1, ..., 9 at width q_width (no key on the
+        # window's edge): each key inside the window gets 1 / (number of keys inside)
+        "boxcar_q": [{"q_x": x, "q_width": w} for x, w in
+                     [(4.3, 1.5), (2.6, 2.2), (6.5, 0.8), (5.1, 3.4), (3.7, 1.2), (7.2, 2.5), (1.4, 1.9), (4.9, 4.3)]],
+        # the public checks' sizes: queries Q, keys K, and the dimension d of the vector points
+        "check": [{"check_Q": q, "check_K": k, "check_d": d} for q, k, d in
+                  [(3, 6, 2), (4, 5, 3), (5, 7, 2), (2, 8, 4), (4, 6, 3), (3, 9, 2), (5, 5, 4), (6, 7, 3)]],
+        # the experiment: the data set's seed, number of training points and noise
+        "experiment": [{"exp_seed": s, "exp_n": n, "exp_noise": z} for s, n, z in
+                       [(3, 40, 0.5), (8, 50, 0.3), (13, 30, 0.7), (21, 60, 0.5), (34, 45, 0.4), (55, 35, 0.6),
+                        (89, 55, 0.8), (144, 40, 0.2)]],
+    },
     "lesson03_scoring": {
         # Question 1: Var(q . k) for unit-variance entries is d; checks: the sizes of the examples
         "d_question": [16, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 768],
@@ -65,6 +96,23 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         "check": [{"check_L": l, "check_S": s, "check_d": d, "check_dv": v} for l, s, d, v in
                   [(1, 10, 8, 6), (2, 8, 5, 4), (3, 9, 6, 3), (1, 7, 4, 5), (2, 10, 7, 6), (3, 6, 9, 4),
                    (2, 9, 3, 5), (1, 8, 6, 3)]],
+    },
+    "lesson04_bahdanau": {
+        # Question 1: the shape (B, L, S) of the attention weights of a teacher-forced batch
+        "weights": [{"q_B": b, "q_L": l, "q_S": s} for b, l, s in
+                    [(4, 9, 11), (3, 7, 12), (5, 8, 10), (6, 10, 13), (2, 12, 9), (8, 6, 14), (4, 11, 8), (5, 13, 7)]],
+        # Question 3: the parameters the attention adds for num_hiddens = extra_h (2 h^2 + h)
+        "extra_h": [32, 48, 64, 96, 128, 160, 192, 256],
+        # the public checks' sizes: vocabulary V, embedding E, an even h (the bidirectional encoder gives
+        # each direction h / 2 >= 4) and a source length S >= 5 (a padded row of length 2 and one of S - 1)
+        "check": [{"check_V": v, "check_E": e, "check_h": h, "check_S": s} for v, e, h, s in
+                  [(12, 8, 16, 5), (10, 6, 12, 6), (14, 5, 10, 7), (9, 7, 14, 5), (11, 4, 8, 6), (13, 6, 18, 5),
+                   (15, 8, 12, 7), (8, 5, 16, 6)]],
+        # the experiment: the seed of the untrained decoder and its inputs, the valid lengths of its 4 source
+        # rows (S = 8, each row a different length, one full), and the factor the scores are scaled by
+        "experiment": [{"exp_seed": seed, "exp_lens": list(lens), "exp_scale": scale} for seed, lens, scale in
+                       [(11, (8, 5, 3, 6), 4), (23, (8, 2, 7, 4), 5), (37, (6, 8, 3, 5), 8), (41, (4, 7, 8, 2), 10),
+                        (53, (8, 6, 4, 3), 6), (67, (5, 3, 8, 7), 3), (71, (7, 8, 2, 4), 12), (89, (3, 5, 4, 8), 16)]],
     },
     "lesson05_multihead": {
         # Questions 1-2: a model size E and heads H with D = E / H an integer >= 16

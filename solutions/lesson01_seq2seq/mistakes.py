@@ -45,6 +45,23 @@ def bleu(pred_tokens, label_tokens, k):
     len_pred, len_label = len(pred_tokens), len(label_tokens)
 '''
 
+def _sampling(read: str) -> str:
+    """The solution's scheduled sampling with another expression of what step t >= 1 reads."""
+    return f'''
+def scheduled_sampling_logits(model, src, src_valid_lens, tgt_in, use_reference):
+    state = model.encode(src, src_valid_lens)
+    prev = tgt_in[:, 0]
+    steps = []
+    for t in range(tgt_in.shape[1]):
+        if t > 0:
+            guess = steps[-1].argmax(dim=-1)
+            prev = {read}
+        logits, state = model.decode_step(prev, state)
+        steps.append(logits)
+    return torch.stack(steps, dim=1)
+'''
+
+
 # Issue 19 audit: "greedy_one_row_at_a_time" and "greedy_runs_to_max_len" (right tokens, but one
 # decode_step call per row, or calls after every row stopped) were caught only through
 # ScriptedModel.calls, a list kept by a learner-editable object inside the learner's own process
@@ -62,7 +79,7 @@ MISTAKES = {
         "fails": ["test_encoder_public", "test_encoder"],
         "hint": "your encoder's state equals one that also read the padding: pack the padded batch (pack_padded_sequence) so each sentence stops at its last real token",
         "lesson": "1a",
-        "section": 6,
+        "section": 5,
         "public": True,
     },
     # The state of a padded row taken as its top-layer output at the last real token, for every layer.
@@ -92,6 +109,7 @@ MISTAKES = {
         return self.dense(outputs), (context, hidden)
 '''},
         "fails": ["test_decoder"],
+        "public": True,  # the public part of test_decoder (one example with course_lib's weights) catches it
     },
     "decoder_hidden_starts_at_zero": {
         "replace": {"decoder": _DECODER_INIT + '''
@@ -125,6 +143,7 @@ MISTAKES = {
         return self.dense(outputs), (context, hidden)
 '''},
         "fails": ["test_decoder_public", "test_decoder"],
+        "public": True,
     },
     "greedy_does_not_stop_at_eos": {
         "replace": {"greedy_decode": _GREEDY_HEAD + '''
@@ -185,6 +204,7 @@ MISTAKES = {
     return score
 '''},
         "fails": ["test_bleu_public", "test_bleu"],
+        "public": True,
     },
     "bleu_unclipped_counts": {
         "replace": {"bleu": _BLEU_HEAD + '''
@@ -218,12 +238,59 @@ def masked_cross_entropy(logits, targets, valid_lens):
 '''},
         "fails": ["test_loss"],
     },
+    # Scheduled sampling: the coin read the wrong way round (True = the model's own guess).
+    "sampling_coin_inverted": {
+        "replace": {"scheduled_sampling": _sampling("torch.where(use_reference[:, t], guess, tgt_in[:, t])")},
+        "fails": ["test_scheduled_sampling"],
+        "hint": "your logits equal scheduled sampling with the coins read the wrong way round: where use_reference is True, "
+                "the step reads the reference token",
+        "lesson": "1a",
+        "section": 6,
+        "public": True,
+    },
+    # The coin of the previous step decides what step t reads.
+    "sampling_coin_shifted": {
+        "replace": {"scheduled_sampling": _sampling("torch.where(use_reference[:, t - 1], tgt_in[:, t], guess)")},
+        "fails": ["test_scheduled_sampling"],
+        "hint": "your logits equal scheduled sampling that reads the coin of step t - 1 to choose step t's input: "
+                "use_reference[:, t] decides what step t reads",
+        "lesson": "1a",
+        "section": 6,
+        "public": True,
+    },
+    # The model's guess fed one step late: the argmax of the logits two steps back.
+    "sampling_guess_one_step_late": {
+        "replace": {"scheduled_sampling": _sampling("torch.where(use_reference[:, t], tgt_in[:, t], "
+                                                    "steps[-2].argmax(dim=-1) if t > 1 else tgt_in[:, 0])")},
+        "fails": ["test_scheduled_sampling"],
+        "public": True,
+    },
+    # The coins ignored: plain teacher forcing.
+    "sampling_ignores_coins": {
+        "replace": {"scheduled_sampling": _sampling("tgt_in[:, t]")},
+        "fails": ["test_scheduled_sampling"],
+        "public": True,
+    },
+    # The experiment: the absolute distance instead of the drift relative to the packed state's norm.
+    "experiment_absolute_drift": {
+        "replace": {"answers_experiment": '''
+drifts = []
+with torch.no_grad():
+    _, packed_state = exp_encoder(exp_sentence, torch.tensor([exp_len]))
+    for pads in (1, exp_pads, 100):
+        tokens = torch.cat([exp_sentence, torch.zeros(1, pads, dtype=torch.long)], dim=1)
+        _, state = exp_encoder.rnn(exp_encoder.embedding(tokens))
+        drifts.append(float((state - packed_state).norm()))
+ANSWER_DRIFT_1, ANSWER_DRIFT_PADS, ANSWER_DRIFT_100 = drifts
+'''},
+        "fails": ["test_experiment_drift"],
+    },
     "wrong_answers": {
         "replace": {"answers": '''
-ANSWER_STATE_SHAPE = (8, 12, 64)  # the shape of the outputs, batch-first
+ANSWER_STATE_SHAPE = (VARIANT["q_B"], VARIANT["q_S"], VARIANT["q_h"])  # the shape of the outputs, batch-first
 ANSWER_TEACHER_FORCING = "b"
 ANSWER_RNN_PATTERN = "d"
-ANSWER_BREVITY = math.exp(1 - 4 / 6)
+ANSWER_BREVITY = math.exp(1 - VARIANT["len_pred"] / VARIANT["len_label"])
 '''},
         "fails": ["test_answer_state_shape", "test_answer_teacher_forcing", "test_answer_rnn_pattern",
                   "test_answer_brevity"],

@@ -11,6 +11,14 @@ from pathlib import Path
 
 from course_tools.grading_dev.testing import trivial_mistakes
 
+def _nd(squared: str) -> str:
+    """gaussian_weights_nd with another (Q, K, d) tensor of squared scaled differences."""
+    return f'''
+def gaussian_weights_nd(queries, keys, widths):
+    return torch.softmax(-({squared}).sum(dim=-1) / 2, dim=-1)
+'''
+
+
 MISTAKES = {
     "softmax_over_queries": {
         "replace": {"gaussian_weights": '''
@@ -46,6 +54,7 @@ def gaussian_weights(queries, keys, width=1.0):
     return scores / scores.sum(dim=-1, keepdim=True)  # 0 / 0 = NaN for a tiny width
 '''},
         "fails": ["test_gaussian_weights"],
+        "public": True,  # the public part of test_gaussian_weights tries a width of 0.01
     },
     "prediction_ignores_weights": {
         "replace": {"nadaraya_watson": '''
@@ -94,13 +103,55 @@ def kernel_weights(queries, keys, kernel, width=1.0):
 '''},
         "fails": ["test_kernel_weights"],
     },
+    # Vector points: one width for every feature (the first), not one per feature.
+    "nd_one_width_for_all": {
+        "replace": {"gaussian_weights_nd": _nd("((queries[:, None, :] - keys[None, :, :]) / widths[0]) ** 2")},
+        "fails": ["test_gaussian_weights_nd"],
+        "hint": "your weights equal ones that divide every feature by the same width: divide each feature's "
+                "difference by its own width before squaring",
+        "lesson": "2",
+        "section": 5,
+        "public": True,
+    },
+    # Vector points: the width not squared.
+    "nd_width_not_squared": {
+        "replace": {"gaussian_weights_nd": _nd("(queries[:, None, :] - keys[None, :, :]) ** 2 / widths")},
+        "fails": ["test_gaussian_weights_nd"],
+        "hint": "your weights equal ones whose scores divide the squared difference by h instead of h^2: "
+                "divide the difference by the width, then square",
+        "lesson": "2",
+        "section": 4,
+        "public": True,
+    },
+    # Vector points: exp over its sum, which is 0 / 0 for tiny widths.
+    "nd_exp_over_sum": {
+        "replace": {"gaussian_weights_nd": '''
+def gaussian_weights_nd(queries, keys, widths):
+    scores = torch.exp(-(((queries[:, None, :] - keys[None, :, :]) / widths) ** 2).sum(dim=-1) / 2)
+    return scores / scores.sum(dim=-1, keepdim=True)
+'''},
+        "fails": ["test_gaussian_weights_nd"],
+        "public": True,
+    },
+    # The experiment: the width chosen by the training error (itself included) instead of leave-one-out.
+    "experiment_width_by_training_error": {
+        "replace": {"answers_experiment": '''
+with torch.no_grad():
+    train = {w: float(((reference_nadaraya_watson(x_train, x_train, y_train, width=w) - y_train) ** 2).mean())
+             for w in EXP_WIDTHS}
+    ANSWER_BEST_WIDTH = min(train, key=train.get)
+    ANSWER_LOO_MSE = float(leave_one_out_mse(NadarayaWatsonRegression(init_width=ANSWER_BEST_WIDTH), x_train, y_train))
+    ANSWER_TRAIN_MSE = train[0.05]
+'''},
+        "fails": ["test_experiment_width"],
+    },
     "wrong_answers": {
         "replace": {"answers": '''
-ANSWER_ROW_SUM = 0
+ANSWER_BOXCAR_WEIGHT = 1 / 10  # every key, as if the window held them all
 ANSWER_SMALL_WIDTH = "a"
 ANSWER_LARGE_WIDTH = "b"
 '''},
-        "fails": ["test_answer_row_sum", "test_answer_small_width", "test_answer_large_width"],
+        "fails": ["test_answer_boxcar_weight", "test_answer_small_width", "test_answer_large_width"],
     },
 }
 

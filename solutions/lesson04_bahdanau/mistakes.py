@@ -45,6 +45,28 @@ def _forward(query: str, valid_lens: str = "src_valid_lens") -> str:
 '''
 
 
+_BI_INIT = '''
+class BiGRUEncoder(nn.Module):
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0.0):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size, num_hiddens // 2, num_layers, batch_first=True, bidirectional=True,
+                          dropout=dropout if num_layers > 1 else 0.0)
+'''
+
+
+def _bi_forward(final_state: str) -> str:
+    """The solution's encoder with another expression of the (2N, B, h/2) final ``state`` as the (N, B, h) one."""
+    return _BI_INIT + f'''
+    def forward(self, src, src_valid_lens):
+        packed = nn.utils.rnn.pack_padded_sequence(self.embedding(src), src_valid_lens.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        packed_out, state = self.rnn(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=src.shape[1])
+        return outputs, {final_state}
+'''
+
+
 MISTAKES = {
     # Luong-style order: the GRU steps first (with the previous context), then the NEW state queries.
     "query_is_current_state": {
@@ -141,12 +163,81 @@ class BahdanauDecoder(nn.Module):
     },
     "wrong_answers": {
         "replace": {"answers": '''
-ANSWER_WEIGHTS_SHAPE = (4, 11, 9)
+ANSWER_WEIGHTS_SHAPE = (VARIANT["q_B"], VARIANT["q_S"], VARIANT["q_L"])
 ANSWER_QUERY = "c"
-ANSWER_EXTRA_PARAMS = 3 * 64 * 64  # counts a bias and a third matrix
+ANSWER_EXTRA_PARAMS = 3 * VARIANT["extra_h"] ** 2  # counts a bias and a third matrix
 ANSWER_ALIGNMENT = "c"
 '''},
         "fails": ["test_answer_weights_shape", "test_answer_query", "test_answer_extra_params", "test_answer_alignment"],
+    },
+    # The bidirectional encoder run over the padded batch: the backward GRU starts in the padding.
+    "bi_encoder_not_packed": {
+        "replace": {"bi_encoder": _BI_INIT + '''
+    def forward(self, src, src_valid_lens):
+        outputs, state = self.rnn(self.embedding(src))
+        outputs = outputs.masked_fill((torch.arange(src.shape[1])[None, :] >= src_valid_lens[:, None])[:, :, None], 0.0)
+        layers, batch, half = state.shape[0] // 2, state.shape[1], state.shape[2]
+        state = state.view(layers, 2, batch, half)
+        return outputs, torch.cat([state[:, 0], state[:, 1]], dim=-1)
+'''},
+        "fails": ["test_bi_encoder_public", "test_bi_encoder"],
+        "hint": "your encoder equals one that runs the GRU over the padding, so the backward direction starts at the pads: "
+                "pack the batch with the valid lengths (pack_padded_sequence)",
+        "lesson": "1a",
+        "section": 5,
+        "public": True,
+    },
+    # PyTorch's (2N, B, h/2) final state reshaped straight to (N, B, h): halves of different rows side by side.
+    "bi_state_reshaped": {
+        "replace": {"bi_encoder": _bi_forward("state.reshape(state.shape[0] // 2, state.shape[1], 2 * state.shape[2])")},
+        "fails": ["test_bi_encoder_public", "test_bi_encoder"],
+        "hint": "your final state equals PyTorch's (2N, B, h/2) state reshaped straight to (N, B, h), which puts halves "
+                "of different sentences side by side: view it as (N, 2, B, h/2), then join each layer's two directions",
+        "lesson": "4",
+        "section": 7,
+        "public": True,
+    },
+    # The first N final states taken as the forward ones: right for one layer only (PyTorch interleaves them).
+    "bi_state_wrong_pairs": {
+        "replace": {"bi_encoder": _bi_forward("torch.cat([state[:state.shape[0] // 2], state[state.shape[0] // 2:]], dim=-1)")},
+        "fails": ["test_bi_encoder_public", "test_bi_encoder"],
+        "hint": "your final state pairs the wrong halves: PyTorch orders it layer 0 forward, layer 0 backward, layer 1 "
+                "forward, ..., not all forward layers first; view it as (N, 2, B, h/2)",
+        "lesson": "4",
+        "section": 7,
+        "public": True,
+    },
+    # Packing that requires the rows sorted by length: the batch of the checks is not sorted.
+    "bi_encoder_needs_sorted": {
+        "replace": {"bi_encoder": _BI_INIT + '''
+    def forward(self, src, src_valid_lens):
+        packed = nn.utils.rnn.pack_padded_sequence(self.embedding(src), src_valid_lens.cpu(), batch_first=True)
+        packed_out, state = self.rnn(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=src.shape[1])
+        layers, batch, half = state.shape[0] // 2, state.shape[1], state.shape[2]
+        state = state.view(layers, 2, batch, half)
+        return outputs, torch.cat([state[:, 0], state[:, 1]], dim=-1)
+'''},
+        "fails": ["test_bi_encoder_public", "test_bi_encoder"],
+        "public": True,
+    },
+    # The experiment: entropies in bits, and the uniform bound over all S = 8 positions instead of the real ones.
+    "experiment_bits_and_padding": {
+        "replace": {"answers_experiment": '''
+def mean_entropy(scale):
+    dec = copy.deepcopy(exp_decoder)
+    with torch.no_grad():
+        dec.attention.w_v.weight.mul_(scale)
+        dec(exp_tokens, dec.init_state(exp_enc_outputs, exp_enc_state, exp_lens))
+    weights = dec.attention_weights
+    return float(-(torch.special.xlogy(weights, weights) / math.log(2)).sum(dim=-1).mean())
+
+
+ANSWER_ENTROPY = mean_entropy(1.0)
+ANSWER_ENTROPY_SCALED = mean_entropy(exp_scale)
+ANSWER_ENTROPY_UNIFORM = math.log(8)
+'''},
+        "fails": ["test_experiment_entropy"],
     },
 }
 
