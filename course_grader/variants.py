@@ -76,6 +76,18 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         "check": [{"check_H": h, "check_D": d, "check_T": t} for h, d, t in
                   [(2, 2, 5), (2, 3, 4), (2, 4, 5), (3, 2, 4), (3, 3, 5), (4, 2, 4), (2, 5, 3), (4, 3, 5)]],
     },
+    "lesson06_positional": {
+        # the public check of the relative position bias: H heads, maximum distance M, L queries and
+        # S > M keys (clipping shows), L >= 2 (a negative offset shows)
+        "check": [{"check_H": h, "check_M": m, "check_L": l, "check_S": s} for h, m, l, s in
+                  [(2, 2, 4, 5), (3, 1, 3, 4), (2, 3, 5, 6), (4, 2, 2, 4), (1, 2, 3, 5), (3, 3, 4, 5), (2, 1, 2, 3),
+                   (4, 4, 3, 6)]],
+        # the experiment: the table of 512 positions for model size exp_E, offset exp_k
+        "exp": [{"exp_E": e, "exp_k": k} for e, k in
+                [(16, 5), (32, 9), (64, 13), (24, 7), (48, 3), (128, 21), (96, 11), (20, 17)]],
+        # Question 3: the entries of PE(0) equal to 1 for a model size q_E (odd and even)
+        "q_E": [7, 9, 10, 12, 13, 15, 16, 21],
+    },
     "lesson07_transformer": {
         # the public checks of the FFN, the blocks and the cached cross-attention step: E = H * D with
         # H, D >= 2 (head mix-ups and the scale show), S >= 4 source positions (two of them padded),
