@@ -127,6 +127,18 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         # per side, n (n + 1) / 2 of them on or below the diagonal
         "causal_T": [128 * n for n in (6, 7, 8, 9, 10, 11, 12, 14, 16)],
     },
+    "lesson10_vit": {
+        # the public checks: a grid of check_rows x check_cols patches (at least 2 x 2, not square) and a
+        # model size check_E (a multiple of 4, for the 2D embedding's two halves of sine-cosine pairs)
+        "check": [{"check_rows": r, "check_cols": c, "check_E": e} for r, c, e in
+                  [(2, 3, 8), (3, 2, 12), (2, 4, 16), (4, 3, 8), (3, 4, 12), (2, 5, 16), (4, 2, 20), (3, 5, 8)]],
+        # the experiment: exp_size x exp_size images in patches of exp_patch, model and data seeded with exp_seed
+        "exp": [{"exp_seed": s, "exp_size": n, "exp_patch": p} for s, n, p in
+                [(31, 8, 2), (32, 12, 3), (33, 8, 4), (34, 12, 4), (35, 16, 4), (36, 9, 3), (37, 10, 2), (38, 16, 8)]],
+        # Question 1: tokens per image, class token included
+        "q": [{"q_size": n, "q_patch": p} for n, p in
+              [(32, 4), (28, 4), (32, 8), (48, 8), (224, 16), (36, 4), (60, 6), (96, 8)]],
+    },
     "lesson11_beam": {
         # Question 2: rows the decoder runs per step for a batch of `beam_batch` sources and beam width `beam_k`
         "beam": [{"beam_batch": b, "beam_k": k} for b, k in
