@@ -230,11 +230,6 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
         "fails": ["test_top_p_public"],
         "public": True,
     },
-    "top_p_ignores_temperature": {
-        "replace": {"top_p": _TOP_P.replace("torch.softmax(logits / temperature, dim=-1)", "torch.softmax(logits, dim=-1)")},
-        "fails": ["test_top_p"],
-        "may_fail": ["test_top_p_public"],
-    },
     "experiment_entropy_in_bits": {
         "replace": {"experiment": _EXPERIMENT.replace("probs.clamp_min(1e-30).log()", "probs.clamp_min(1e-30).log2()")},
         "fails": ["test_experiment"],

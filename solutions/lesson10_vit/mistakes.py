@@ -262,10 +262,6 @@ MISTAKES = {
             "    shuffled = images[:, :, torch.randperm(size, generator=g)]\n")},
         "fails": ["test_experiment"],
     },
-    "experiment_without_seed": {
-        "replace": {"experiment": _EXPERIMENT.replace("    torch.manual_seed(seed)\n", "    torch.manual_seed(seed + 1)\n")},
-        "fails": ["test_experiment"],
-    },
     "wrong_answers": {
         "replace": {"answers": '''
 ANSWER_TOKENS = (VARIANT["q_size"] // VARIANT["q_patch"]) ** 2  # the class token forgotten
