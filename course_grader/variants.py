@@ -124,6 +124,49 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         "check": [{"check_H": h, "check_D": d, "check_T": t} for h, d, t in
                   [(2, 2, 5), (2, 3, 4), (2, 4, 5), (3, 2, 4), (3, 3, 5), (4, 2, 4), (2, 5, 3), (4, 3, 5)]],
     },
+    "lesson06_positional": {
+        # the public check of the relative position bias: H heads, maximum distance M, L queries and
+        # S > M keys (clipping shows), L >= 2 (a negative offset shows)
+        "check": [{"check_H": h, "check_M": m, "check_L": l, "check_S": s} for h, m, l, s in
+                  [(2, 2, 4, 5), (3, 1, 3, 4), (2, 3, 5, 6), (4, 2, 2, 4), (1, 2, 3, 5), (3, 3, 4, 5), (2, 1, 2, 3),
+                   (4, 4, 3, 6)]],
+        # the experiment: the table of 512 positions for model size exp_E, offset exp_k
+        "exp": [{"exp_E": e, "exp_k": k} for e, k in
+                [(16, 5), (32, 9), (64, 13), (24, 7), (48, 3), (128, 21), (96, 11), (20, 17)]],
+        # Question 3: the entries of PE(0) equal to 1 for a model size q_E (odd and even)
+        "q_E": [7, 9, 10, 12, 13, 15, 16, 21],
+    },
+    "lesson07_transformer": {
+        # the public checks of the FFN, the blocks and the cached cross-attention step: E = H * D with
+        # H, D >= 2 (head mix-ups and the scale show), S >= 4 source positions (two of them padded),
+        # L >= 2 target positions (with one, a cross-attention whose queries come from the encoder ignores
+        # the padded memory and passes the padding check)
+        "check": [{"check_H": h, "check_D": d, "check_S": s, "check_L": l} for h, d, s, l in
+                  [(2, 2, 5, 3), (2, 3, 4, 2), (3, 2, 6, 2), (2, 4, 5, 2), (4, 2, 4, 3), (3, 3, 5, 2), (2, 5, 6, 3),
+                   (4, 3, 4, 2)]],
+        # the experiment: g_1 / g_N in post-norm and pre-norm encoder stacks of exp_layers blocks
+        "exp": [{"exp_layers": n, "exp_E": e, "exp_H": h, "exp_seed": s} for n, e, h, s in
+                [(6, 32, 4, 11), (8, 32, 2, 12), (6, 48, 4, 13), (10, 32, 4, 14), (8, 64, 4, 15), (12, 32, 2, 16),
+                 (6, 64, 8, 17), (10, 48, 3, 18)]],
+        # Question 1: the parameters of one decoder block with d_model q_E and d_ff q_F
+        "q": [{"q_E": e, "q_F": f} for e, f in
+              [(512, 2048), (256, 1024), (384, 1536), (768, 3072), (512, 1024), (1024, 4096), (640, 2560),
+               (320, 1280)]],
+    },
+    "lesson08_gpt": {
+        # the public checks: E = H * D with H, D >= 2 (head mix-ups and the scale show), T >= 3 positions,
+        # a vocabulary of check_V tokens and a top-p threshold
+        "check": [{"check_H": h, "check_D": d, "check_T": t, "check_V": v, "check_p": p} for h, d, t, v, p in
+                  [(2, 2, 4, 7, 0.6), (2, 3, 5, 9, 0.7), (3, 2, 3, 11, 0.8), (4, 2, 4, 6, 0.5), (2, 4, 6, 8, 0.75),
+                   (3, 3, 4, 10, 0.65), (4, 3, 3, 12, 0.85), (2, 5, 5, 7, 0.9)]],
+        # the experiment: 256 rows of exp_scale * N(0, 1) logits over exp_V tokens
+        "exp": [{"exp_seed": s, "exp_V": v, "exp_scale": c, "exp_tau": t, "exp_p": p} for s, v, c, t, p in
+                [(21, 50, 2.0, 0.5, 0.9), (22, 100, 3.0, 0.7, 0.8), (23, 64, 1.5, 2.0, 0.9), (24, 200, 2.5, 0.5, 0.95),
+                 (25, 80, 3.0, 1.5, 0.7), (26, 128, 2.0, 0.8, 0.85), (27, 40, 1.0, 0.6, 0.9), (28, 150, 4.0, 2.5, 0.75)]],
+        # Question 3: q_tokens tokens, each selected with probability q_select percent
+        "q": [{"q_tokens": n, "q_select": s} for n, s in
+              [(1000, 15), (2000, 15), (1200, 20), (800, 25), (1500, 10), (3000, 15), (2400, 20), (600, 25)]],
+    },
     "lesson09_scale": {
         # Question 1: KV-cache bytes = 2 (K and V) * layers * heads * head size * bytes per number
         "kv": [{"kv_layers": n, "kv_heads": h, "kv_head_dim": d, "kv_bytes": b} for n, h, d, b in
@@ -132,6 +175,18 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         # Question 2: causal attention over causal_T positions in 128 x 128 tiles: n = causal_T / 128 tiles
         # per side, n (n + 1) / 2 of them on or below the diagonal
         "causal_T": [128 * n for n in (6, 7, 8, 9, 10, 11, 12, 14, 16)],
+    },
+    "lesson10_vit": {
+        # the public checks: a grid of check_rows x check_cols patches (at least 2 x 2, not square) and a
+        # model size check_E (a multiple of 4, for the 2D embedding's two halves of sine-cosine pairs)
+        "check": [{"check_rows": r, "check_cols": c, "check_E": e} for r, c, e in
+                  [(2, 3, 8), (3, 2, 12), (2, 4, 16), (4, 3, 8), (3, 4, 12), (2, 5, 16), (4, 2, 20), (3, 5, 8)]],
+        # the experiment: exp_size x exp_size images in patches of exp_patch, model and data seeded with exp_seed
+        "exp": [{"exp_seed": s, "exp_size": n, "exp_patch": p} for s, n, p in
+                [(31, 8, 2), (32, 12, 3), (33, 8, 4), (34, 12, 4), (35, 16, 4), (36, 9, 3), (37, 10, 2), (38, 16, 8)]],
+        # Question 1: tokens per image, class token included
+        "q": [{"q_size": n, "q_patch": p} for n, p in
+              [(32, 4), (28, 4), (32, 8), (48, 8), (224, 16), (36, 4), (60, 6), (96, 8)]],
     },
     "lesson11_beam": {
         # Question 2: rows the decoder runs per step for a batch of `beam_batch` sources and beam width `beam_k`

@@ -40,6 +40,34 @@ class PositionalEncoding(nn.Module):
 
 _BUFFER = 'self.register_buffer("P", sinusoidal_encoding(max_len, embed_dim)[None])'
 _MODULE_TESTS = ["test_module_public", "test_module"]
+_RELATIVE = '''
+class RelativePositionBias(nn.Module):
+    def __init__(self, num_heads, max_distance):
+        super().__init__()
+        self.num_heads, self.max_distance = num_heads, max_distance
+        self.bias_table = nn.Parameter(torch.zeros(num_heads, 2 * max_distance + 1))
+
+    def forward(self, num_queries, num_keys):
+        offsets = torch.arange(num_keys)[None, :] - torch.arange(num_queries)[:, None]
+        columns = offsets.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        return self.bias_table[:, columns]
+
+
+def attention_with_bias(q, k, v, bias):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias
+    return torch.softmax(scores, dim=-1) @ v
+'''
+
+_EXPERIMENT = '''
+exp_table = sinusoidal_encoding(512, VARIANT["exp_E"]).double()
+k = VARIANT["exp_k"]
+dots = (exp_table[:-k] * exp_table[k:]).sum(dim=-1)
+ANSWER_DOT_SPREAD = float(dots.max() - dots.min())
+ANSWER_DOT_K = float(exp_table[0] @ exp_table[k])
+from_zero = exp_table @ exp_table[0]
+ANSWER_FIRST_DIP = int((from_zero < from_zero[0] / 2).nonzero()[0])
+'''
+
 
 MISTAKES = {
     "sin_cos_swapped": {
@@ -50,7 +78,7 @@ MISTAKES = {
         "lesson": "6",
         "section": 4,
         "public": True,
-        "may_fail": _MODULE_TESTS,
+        "may_fail": _MODULE_TESTS + ["test_experiment"],
     },
     "exponent_i_over_E": {
         # frequency 1 / 10000^(i/E) with i the pair index: half the exponent it should be
@@ -61,12 +89,12 @@ MISTAKES = {
         "lesson": "6",
         "section": 4,
         "public": True,
-        "may_fail": ["test_module"],
+        "may_fail": ["test_experiment", "test_module"],
     },
     "odd_embed_dim_forgotten": {
         "replace": {"sinusoidal_encoding": _table("torch.sin(angles)", "torch.cos(angles)")},
         "fails": ["test_encoding"],
-        "may_fail": ["test_module"],
+        "may_fail": ["test_experiment", "test_module"],
     },
     "table_not_a_buffer": {
         "replace": {"positional_encoding": _module("self.P = sinusoidal_encoding(max_len, embed_dim)[None]")},
@@ -111,11 +139,64 @@ def shift_matrix(shift, embed_dim):
         "section": 5,
         "public": True,
     },
+    "relative_offset_reversed": {
+        # i - j instead of j - i: the bias of a key before the query read from the "after" side
+        "replace": {"relative_bias": _RELATIVE.replace(
+            "torch.arange(num_keys)[None, :] - torch.arange(num_queries)[:, None]",
+            "torch.arange(num_queries)[:, None] - torch.arange(num_keys)[None, :]")},
+        "fails": ["test_relative_bias_public", "test_relative_bias"],
+        "hint": "your bias equals one indexed by the offset i - j: column c holds the offset j - i = c - M (a key "
+                "after the query has a positive offset)",
+        "lesson": "6",
+        "section": 5,
+        "public": True,
+    },
+    "relative_bias_after_softmax": {
+        "replace": {"relative_bias": _RELATIVE.replace(
+            "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias\n    return torch.softmax(scores, dim=-1) @ v",
+            "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n    return (torch.softmax(scores, dim=-1) + bias) @ v")},
+        "fails": ["test_relative_bias_public", "test_relative_bias"],
+        "hint": "your attention equals one that adds the bias to the weights after the softmax: add it to the "
+                "scores before the softmax",
+        "lesson": "6",
+        "section": 5,
+        "public": True,
+    },
+    "relative_bias_scaled_too": {
+        "replace": {"relative_bias": _RELATIVE.replace(
+            "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias",
+            "scores = (q @ k.transpose(-2, -1) + bias) / math.sqrt(q.shape[-1])")},
+        "fails": ["test_relative_bias_public", "test_relative_bias"],
+        "hint": "your scores equal (q k^T + bias) / sqrt(D): divide only q k^T by sqrt(D), then add the bias",
+        "lesson": "6",
+        "section": 5,
+        "public": True,
+    },
+    "relative_not_clipped": {
+        # offsets beyond M wrap around the table instead of taking the bias of +-M
+        "replace": {"relative_bias": _RELATIVE.replace(
+            "offsets.clamp(-self.max_distance, self.max_distance) + self.max_distance",
+            "(offsets + self.max_distance) % (2 * self.max_distance + 1)")},
+        "fails": ["test_relative_bias_public", "test_relative_bias"],
+        "public": True,
+    },
+    "experiment_dip_off_by_one": {
+        # the last offset still above half, not the first one below it
+        "replace": {"experiment": _EXPERIMENT.replace("int((from_zero < from_zero[0] / 2).nonzero()[0])",
+                                                      "int((from_zero < from_zero[0] / 2).nonzero()[0]) - 1")},
+        "fails": ["test_experiment"],
+    },
+    "experiment_dot_of_unit_vectors": {
+        # cosine similarity instead of the dot product
+        "replace": {"experiment": _EXPERIMENT.replace("ANSWER_DOT_K = float(exp_table[0] @ exp_table[k])",
+                                                      "ANSWER_DOT_K = float(exp_table[0] @ exp_table[k]) / float(exp_table[0] @ exp_table[0])")},
+        "fails": ["test_experiment"],
+    },
     "wrong_answers": {
         "replace": {"answers": '''
 ANSWER_SIN_COS = "b"
 ANSWER_PATH_LENGTH = "d"
-ANSWER_ONES = 4
+ANSWER_ONES = VARIANT["q_E"]  # every entry counted
 '''},
         "fails": ["test_answer_sin_cos", "test_answer_path_length", "test_answer_ones"],
     },

@@ -41,6 +41,55 @@ class AddNorm(nn.Module):
         self.norm = nn.LayerNorm(d_model)
 '''
 
+_PROJECT_MEMORY = '''
+def project_memory(weights, num_heads, memory):
+    B, S, E = memory.shape
+    H = num_heads
+    D = E // H
+    _, w_k, w_v = weights["in_proj_weight"].chunk(3)
+    _, b_k, b_v = weights["in_proj_bias"].chunk(3)
+    K = nn.functional.linear(memory, w_k, b_k).reshape(B, S, H, D).transpose(1, 2)
+    V = nn.functional.linear(memory, w_v, b_v).reshape(B, S, H, D).transpose(1, 2)
+    return K, V
+'''
+
+_STEP = '''
+def cross_attention_step(weights, x, K, V, memory_key_padding_mask=None):
+    B, L, E = x.shape
+    H, D = K.shape[1], K.shape[3]
+    w_q, b_q = weights["in_proj_weight"][:E], weights["in_proj_bias"][:E]
+    q = nn.functional.linear(x, w_q, b_q).reshape(B, L, H, D).transpose(1, 2)
+    scores = q @ K.transpose(-2, -1) / math.sqrt(D)
+    if memory_key_padding_mask is not None:
+        scores = scores.masked_fill(memory_key_padding_mask[:, None, None, :], float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ V
+    return nn.functional.linear(y.transpose(1, 2).reshape(B, L, E), weights["out_proj.weight"], weights["out_proj.bias"])
+'''
+
+_EXPERIMENT = '''
+from course_lib.transformer import TransformerEncoderBlock as CourseEncoderBlock
+
+
+def gradient_ratio(norm_first):
+    n, e, h, seed = VARIANT["exp_layers"], VARIANT["exp_E"], VARIANT["exp_H"], VARIANT["exp_seed"]
+    torch.manual_seed(seed)
+    blocks = [CourseEncoderBlock(e, h, 4 * e, dropout=0.0, norm_first=norm_first) for _ in range(n)]
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(8, 10, e, generator=g)
+    target = torch.randn(8, 10, e, generator=g)
+    inputs, stream = [], X.requires_grad_(True)
+    for block in blocks:
+        stream.retain_grad()
+        inputs.append(stream)
+        stream = block(stream)
+    (stream * target).sum().backward()
+    return float(inputs[0].grad.norm() / inputs[-1].grad.norm())
+
+
+ANSWER_GRAD_POST = gradient_ratio(False)
+ANSWER_GRAD_PRE = gradient_ratio(True)
+'''
+
 
 MISTAKES = {
     "causal_mask_without_diagonal": {
@@ -115,6 +164,11 @@ class PositionWiseFFN(nn.Module):
         return self.addnorm2(X, self.ffn(X))
 '''},
         "fails": ["test_encoder_block"],
+        "hint": "your encoder block equals one that does not pass key_padding_mask to its self-attention: padded "
+                "positions change the real ones",
+        "lesson": "7a",
+        "section": 3,
+        "public": True,
     },
     "decoder_without_causal_mask": {
         "replace": {"decoder_block": _DECODER_INIT + '''
@@ -162,11 +216,64 @@ class PositionWiseFFN(nn.Module):
     },
     "wrong_answers": {
         "replace": {"answers": '''
-ANSWER_D_FF = 512 * 2
+E_, F_ = VARIANT["q_E"], VARIANT["q_F"]
+ANSWER_DECODER_PARAMS = 8 * E_ * E_ + 2 * E_ * F_ + 9 * E_ + F_  # the three layer norms forgotten
 ANSWER_LAYERNORM = "a"
 ANSWER_CROSS_QUERIES = "a"
 '''},
-        "fails": ["test_answer_d_ff", "test_answer_layernorm", "test_answer_cross_queries"],
+        "fails": ["test_answer_decoder_params", "test_answer_layernorm", "test_answer_cross_queries"],
+    },
+    "cache_keys_from_query_rows": {
+        # in_proj_weight stacks queries, keys, values: the first E rows are the query projection
+        "replace": {"cross_cache": _PROJECT_MEMORY.replace('_, w_k, w_v = weights["in_proj_weight"].chunk(3)',
+                                                         'w_k, _, w_v = weights["in_proj_weight"].chunk(3)')
+                    .replace('_, b_k, b_v = weights["in_proj_bias"].chunk(3)', 'b_k, _, b_v = weights["in_proj_bias"].chunk(3)')
+                    + _STEP},
+        "fails": ["test_cross_cache_public", "test_cross_cache"],
+        "hint": "your keys equal memory projected with the query rows of in_proj_weight: its rows are queries "
+                "(0 to E-1), keys (E to 2E-1), values (2E to 3E-1)",
+        "lesson": "7a",
+        "section": 7,
+        "public": True,
+    },
+    "cache_heads_scrambled": {
+        # reshaping straight to (B, H, S, D) mixes positions and heads
+        "replace": {"cross_cache": _PROJECT_MEMORY.replace(".reshape(B, S, H, D).transpose(1, 2)", ".reshape(B, H, S, D)")
+                    + _STEP},
+        "fails": ["test_cross_cache_public", "test_cross_cache"],
+        "public": True,
+    },
+    "step_ignores_padding": {
+        "replace": {"cross_cache": _PROJECT_MEMORY + _STEP.replace(
+            "    if memory_key_padding_mask is not None:\n"
+            "        scores = scores.masked_fill(memory_key_padding_mask[:, None, None, :], float(\"-inf\"))\n", "")},
+        "fails": ["test_cross_cache_public", "test_cross_cache"],
+        "hint": "your step equals cross-attention that ignores memory_key_padding_mask: set the scores of padded "
+                "source positions to -inf before the softmax",
+        "lesson": "7a",
+        "section": 5,
+        "public": True,
+    },
+    "step_scaled_by_sqrt_E": {
+        "replace": {"cross_cache": _PROJECT_MEMORY + _STEP.replace("/ math.sqrt(D)", "/ math.sqrt(E)")},
+        "fails": ["test_cross_cache_public", "test_cross_cache"],
+        "hint": "your step equals attention whose scores are divided by sqrt(E): divide by sqrt(D), the head size",
+        "lesson": "5",
+        "section": 3,
+        "public": True,
+    },
+    "step_without_out_proj": {
+        "replace": {"cross_cache": _PROJECT_MEMORY + _STEP.replace(
+            "return nn.functional.linear(y.transpose(1, 2).reshape(B, L, E), weights[\"out_proj.weight\"], weights[\"out_proj.bias\"])",
+            "return y.transpose(1, 2).reshape(B, L, E)")},
+        "fails": ["test_cross_cache_public", "test_cross_cache"],
+        "public": True,
+    },
+    "experiment_ratios_inverted": {
+        # g_N / g_1 instead of g_1 / g_N
+        "replace": {"experiment": _EXPERIMENT.replace("inputs[0].grad.norm() / inputs[-1].grad.norm()",
+                                                      "inputs[-1].grad.norm() / inputs[0].grad.norm()")},
+        "fails": ["test_experiment"],
     },
 }
 

@@ -35,6 +35,33 @@ _PROBS_HEAD = '''
 def next_token_probs(logits, temperature=1.0, top_k=None):
 '''
 
+_TOP_P = '''
+def top_p_probs(logits, p, temperature=1.0):
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"top_p_probs: p must be strictly between 0 and 1, got {p}")
+    probs = torch.softmax(logits / temperature, dim=-1)
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+    keep_sorted = mass_before < p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+'''
+
+_EXPERIMENT = '''
+g = torch.Generator().manual_seed(VARIANT["exp_seed"])
+exp_logits = VARIANT["exp_scale"] * torch.randn(256, VARIANT["exp_V"], generator=g)
+
+
+def mean_entropy(probs):
+    return float(-(probs * probs.clamp_min(1e-30).log()).sum(dim=-1).mean())
+
+
+ANSWER_ENTROPY_TAU = mean_entropy(next_token_probs(exp_logits, VARIANT["exp_tau"]))
+ANSWER_ENTROPY_ONE = mean_entropy(next_token_probs(exp_logits, 1.0))
+ANSWER_NUCLEUS_SIZE = float((top_p_probs(exp_logits, VARIANT["exp_p"]) > 0).sum(dim=-1).double().mean())
+'''
+
 
 MISTAKES = {
     "no_causal_mask": {
@@ -84,7 +111,7 @@ MISTAKES = {
         "lesson": "8",
         "section": 4,
         "public": True,
-        "may_fail": ["test_sampling_public"],
+        "may_fail": ["test_experiment", "test_sampling_public"],
     },
     "temperature_multiplies": {
         "replace": {"next_token_probs": _PROBS_HEAD + '''
@@ -95,6 +122,7 @@ MISTAKES = {
     return torch.softmax(logits, dim=-1)
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
+        "may_fail": ["test_experiment"],
         "hint": "your probabilities equal logits multiplied by the temperature: divide by it (a higher temperature flattens the distribution)",
         "lesson": "8",
         "section": 4,
@@ -109,6 +137,7 @@ MISTAKES = {
     return probs
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs"],
+        "may_fail": ["test_experiment"],
         "hint": "your probabilities equal a softmax whose filtered tokens were zeroed afterwards: set their logits to -inf before the softmax",
         "lesson": "8",
         "section": 4,
@@ -125,7 +154,7 @@ MISTAKES = {
 '''},
         "fails": ["test_next_token_probs_public", "test_next_token_probs", "test_sampling"],
         "public": True,
-        "may_fail": ["test_sampling_public"],
+        "may_fail": ["test_experiment", "test_sampling_public"],
     },
     "sampling_ignores_top_k": {
         "replace": {"sample_next_token": '''
@@ -145,6 +174,7 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
     return attn.c_proj(y.transpose(1, 2).reshape(B, T, E)), keys, values
 '''},
         "fails": ["test_kv_cache"],
+        "public": True,
     },
     "cache_forgets_the_past": {
         "replace": {"cached_step": _STEP_HEAD + '''
@@ -157,6 +187,58 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
     return attn.c_proj((weights @ v).transpose(1, 2).reshape(B, T, E)), keys, values
 '''},
         "fails": ["test_kv_cache"],
+        "public": True,
+    },
+    "top_p_drops_the_crossing_token": {
+        # keeps only the tokens whose running total including themselves stays below p (and the first)
+        "replace": {"top_p": _TOP_P.replace("keep_sorted = mass_before < p",
+                                            "keep_sorted = torch.cumsum(sorted_probs, dim=-1) < p\n"
+                                            "    keep_sorted[:, 0] = True")},
+        "fails": ["test_top_p_public", "test_top_p"],
+        "may_fail": ["test_experiment"],
+        "hint": "your filter leaves out the token whose probability makes the running total reach p: keep every "
+                "token whose more probable predecessors add up to less than p",
+        "lesson": "8",
+        "section": 4,
+        "public": True,
+    },
+    "top_p_not_renormalised": {
+        "replace": {"top_p": _TOP_P.replace("return kept / kept.sum(dim=-1, keepdim=True)", "return kept")},
+        "fails": ["test_top_p_public", "test_top_p"],
+        "hint": "your probabilities equal the kept tokens' softmax probabilities without renormalising: divide by "
+                "their sum so that each row sums to one",
+        "lesson": "8",
+        "section": 4,
+        "public": True,
+    },
+    "top_p_in_vocabulary_order": {
+        # the running total taken in vocabulary order, not from the most probable token down
+        "replace": {"top_p": _TOP_P.replace("sorted_probs, order = torch.sort(probs, dim=-1, descending=True)",
+                                            "sorted_probs, order = probs, torch.arange(probs.shape[-1]).expand_as(probs)")},
+        "fails": ["test_top_p_public", "test_top_p"],
+        "may_fail": ["test_experiment"],
+        "hint": "your filter adds the probabilities up in vocabulary order: rank the tokens from most to least "
+                "probable first",
+        "lesson": "8",
+        "section": 4,
+        "public": True,
+    },
+    "top_p_accepts_any_p": {
+        "replace": {"top_p": _TOP_P.replace(
+            "    if not 0.0 < p < 1.0:\n        raise ValueError(f\"top_p_probs: p must be strictly between 0 and 1, got {p}\")\n",
+            "")},
+        "fails": ["test_top_p_public"],
+        "public": True,
+    },
+    "experiment_entropy_in_bits": {
+        "replace": {"experiment": _EXPERIMENT.replace("probs.clamp_min(1e-30).log()", "probs.clamp_min(1e-30).log2()")},
+        "fails": ["test_experiment"],
+    },
+    "experiment_nucleus_after_temperature": {
+        # the nucleus measured at exp_tau instead of temperature 1
+        "replace": {"experiment": _EXPERIMENT.replace('top_p_probs(exp_logits, VARIANT["exp_p"])',
+                                                      'top_p_probs(exp_logits, VARIANT["exp_p"], VARIANT["exp_tau"])')},
+        "fails": ["test_experiment"],
     },
     "wrong_answers": {
         "replace": {"answers": '''

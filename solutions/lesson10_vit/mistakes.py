@@ -71,6 +71,47 @@ class ClassifierHead(nn.Module):
 
 
 _EMBEDDING_TESTS = ["test_embedding_public", "test_embedding"]
+_GRID = '''
+def grid_sincos_embedding(rows, cols, d_model):
+    if d_model % 4:
+        raise ValueError(f"grid_sincos_embedding: d_model must be a multiple of 4, got {d_model}")
+    half = d_model // 2
+
+    def table(num_positions):
+        positions = torch.arange(num_positions, dtype=torch.float64)[:, None]
+        freqs = 10000.0 ** (-torch.arange(0, half, 2, dtype=torch.float64) / half)
+        out = torch.zeros(num_positions, half, dtype=torch.float64)
+        out[:, 0::2] = torch.sin(positions * freqs)
+        out[:, 1::2] = torch.cos(positions * freqs)
+        return out
+
+    n = torch.arange(rows * cols)
+    return torch.cat([table(rows)[n // cols], table(cols)[n % cols]], dim=-1).to(torch.float32)
+'''
+
+_EXPERIMENT = '''
+from course_lib.vit import ViTConfig, VisionTransformer
+
+
+def shuffle_change(position_embedding):
+    seed, size, P = VARIANT["exp_seed"], VARIANT["exp_size"], VARIANT["exp_patch"]
+    torch.manual_seed(seed)
+    model = VisionTransformer(ViTConfig(image_size=(size, size), patch_size=P, d_model=32, num_heads=4, d_ff=64,
+                                        num_layers=2, position_embedding=position_embedding)).eval()
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randn(4, 1, size, size, generator=g)
+    r = size // P
+    perm = torch.randperm(r * r, generator=g)
+    grid = images.reshape(4, 1, r, P, r, P).permute(0, 2, 4, 1, 3, 5).reshape(4, r * r, 1, P, P)
+    shuffled = grid[:, perm].reshape(4, r, r, 1, P, P).permute(0, 3, 1, 4, 2, 5).reshape(4, 1, size, size)
+    with torch.no_grad():
+        return float((model(shuffled) - model(images)).abs().max())
+
+
+ANSWER_SHUFFLE_WITH = shuffle_change(True)
+ANSWER_SHUFFLE_WITHOUT = shuffle_change(False)
+'''
+
 
 MISTAKES = {
     "patches_by_reshape_only": {
@@ -174,9 +215,56 @@ MISTAKES = {
         "section": 5,
         "public": True,
     },
+    "grid_rows_and_columns_swapped": {
+        # the first half encodes the column, the second the row
+        "replace": {"grid_embedding": _GRID.replace("[table(rows)[n // cols], table(cols)[n % cols]]",
+                                                    "[table(cols)[n % cols], table(rows)[n // cols]]")},
+        "fails": ["test_grid_public", "test_grid"],
+        "hint": "your embedding equals one whose first half encodes the grid column: the first half is the row "
+                "(n // cols), the second the column (n % cols)",
+        "lesson": "10",
+        "section": 4,
+        "public": True,
+    },
+    "grid_patch_index_1d": {
+        # lesson 6's 1D encoding of the patch number n over all E features: no grid at all
+        "replace": {"grid_embedding": _GRID.replace(
+            "return torch.cat([table(rows)[n // cols], table(cols)[n % cols]], dim=-1).to(torch.float32)",
+            "half = d_model\n    return table(rows * cols).to(torch.float32)")},
+        "fails": ["test_grid_public", "test_grid"],
+        "hint": "your embedding equals the 1D sinusoidal encoding of the patch number: encode the grid row in the "
+                "first half and the grid column in the second, each with model size E / 2",
+        "lesson": "10",
+        "section": 4,
+        "public": True,
+    },
+    "grid_frequencies_of_full_size": {
+        # the frequencies of a table of size E instead of E / 2
+        "replace": {"grid_embedding": _GRID.replace("dtype=torch.float64) / half)", "dtype=torch.float64) / d_model)")},
+        "fails": ["test_grid"],
+        "hint": "your embedding equals one whose frequencies use the full model size E: each half is a table of "
+                "model size E / 2, so its exponents are 2i / (E / 2)",
+        "lesson": "10",
+        "section": 4,
+        "may_fail": ["test_grid_public"],
+    },
+    "grid_accepts_any_size": {
+        "replace": {"grid_embedding": _GRID.replace(
+            "    if d_model % 4:\n        raise ValueError(f\"grid_sincos_embedding: d_model must be a multiple of 4, got {d_model}\")\n",
+            "")},
+        "fails": ["test_grid_public"],
+        "public": True,
+    },
+    "experiment_shuffles_rows_of_pixels": {
+        # pixel rows shuffled instead of patches
+        "replace": {"experiment": _EXPERIMENT.replace(
+            "    shuffled = grid[:, perm].reshape(4, r, r, 1, P, P).permute(0, 3, 1, 4, 2, 5).reshape(4, 1, size, size)\n",
+            "    shuffled = images[:, :, torch.randperm(size, generator=g)]\n")},
+        "fails": ["test_experiment"],
+    },
     "wrong_answers": {
         "replace": {"answers": '''
-ANSWER_TOKENS = 64
+ANSWER_TOKENS = (VARIANT["q_size"] // VARIANT["q_patch"]) ** 2  # the class token forgotten
 ANSWER_CONV = "a"
 ANSWER_SHUFFLE = "b"
 '''},
