@@ -18,7 +18,7 @@ import torch
 from course_grader import checks
 from course_grader import cli, protocol
 from course_grader.notebook import (NotebookError, SourceNotebook, load_notebook_json, plan_submission,
-                                         release_source, scan_imports)
+                                         release_source, released_written, scan_imports)
 from course_grader.rpc import LearnerError, RemoteObject, Session
 from course_grader.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
 from course_tools.grading_dev.testing import variant, write_notebook
@@ -226,8 +226,11 @@ def test_release_source_matches_nbgrader_output():
     released["cells"] = [c for c in released["cells"] if c.get("id") != "about-the-checks"]  # added at release
     for src_cell, rel_cell in zip(source["cells"], released["cells"]):
         meta = src_cell["metadata"].get("nbgrader", {})
-        ours = release_source("".join(src_cell["source"]), solution=bool(meta.get("solution")),
-                              test=bool(meta.get("grade")) and not meta.get("solution"))
+        if meta.get("grade") and meta.get("solution"):  # a written answer: nbgrader's stub, no mark scheme
+            ours = released_written("".join(src_cell["source"]))
+        else:
+            ours = release_source("".join(src_cell["source"]), solution=bool(meta.get("solution")),
+                                  test=bool(meta.get("grade")) and not meta.get("solution"))
         assert ours == "".join(rel_cell["source"])
 
 
