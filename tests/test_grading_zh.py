@@ -154,8 +154,8 @@ def test_same_code_same_grade_in_both_languages(same_code_graded, name, case):
     assert zh.total == en.total and zh.max_total == en.max_total > 0
     assert (en.language, zh.language) == ("en", "zh_CN")
     if case == "solution":
-        # every auto-graded point (the model answers of written cells wait for the teacher)
-        assert en.total == en.max_total - en.pending_manual, \
+        # every auto-graded point (written answers are the teacher's to grade: pending, or 0 when blank)
+        assert en.total == en.max_total - sum(w.max_points for w in en.written), \
             {t.grade_id: t.message for nb in en.notebooks for t in nb.tests if not t.passed}
     else:
         fails = set(load_mistakes(ROOT / "solutions" / name)[case]["fails"])
