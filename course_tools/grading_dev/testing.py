@@ -123,6 +123,7 @@ def _trivial_sources(cell_source: str, name: str, is_class: bool, node: "Any") -
     lines = cell_source.split("\n")
     start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
     before, after = "\n".join(lines[:start]), "\n".join(lines[node.end_lineno:])
+    definition = "\n".join(lines[start:node.end_lineno])
     out: dict[str, str] = {}
     for kind, expr in TRIVIAL_INPUT.items():
         first = "x = args[0] if args else next(iter(kwargs.values()))\n"
@@ -139,7 +140,10 @@ def _trivial_sources(cell_source: str, name: str, is_class: bool, node: "Any") -
         else:
             wrap = (f"_trivial_solution_{name} = {name}\n\ndef {name}(*args, **kwargs):\n"
                     f"    return _trivial_blank(_trivial_solution_{name}(*args, **kwargs), {fill})")
-        out[kind] = f"{cell_source}\n{_BLANK}\n{wrap}"
+        # The wrap goes right after the definition, not after the cell: the rest of the cell (an
+        # experiment's ``ANSWER_ = f(...)`` lines, a class built on the function) must see the
+        # trivial version, as it would if the learner had written it.
+        out[kind] = f"{before}\n{definition}\n{_BLANK}\n{wrap}\n{after}"
     return out
 
 

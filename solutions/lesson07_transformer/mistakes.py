@@ -280,8 +280,3 @@ ANSWER_CROSS_QUERIES = "a"
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.
 MISTAKES.update(trivial_mistakes(Path(__file__).parent / "transformer.ipynb"))
-# The "_out" variants wrap gradient_ratio after the whole solution cell, so the cell's own ANSWER_ lines
-# (computed with the real function just above the wrap) are unchanged: the variant equals the
-# solution and cannot fail test_experiment. The input variants replace the definition itself.
-for _kind in ("zeros_out", "constant_out"):
-    del MISTAKES[f"trivial_gradient_ratio_{_kind}"]

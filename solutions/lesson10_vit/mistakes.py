@@ -275,8 +275,3 @@ ANSWER_SHUFFLE = "b"
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.
 MISTAKES.update(trivial_mistakes(Path(__file__).parent / "vit.ipynb"))
-# The "_out" variants wrap shuffle_change after the whole solution cell, so the cell's own ANSWER_ lines
-# (computed with the real function just above the wrap) are unchanged: the variant equals the
-# solution and cannot fail test_experiment. The input variants replace the definition itself.
-for _kind in ("zeros_out", "constant_out"):
-    del MISTAKES[f"trivial_shuffle_change_{_kind}"]
