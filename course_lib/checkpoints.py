@@ -7,6 +7,7 @@ it with ``torch.load(weights_only=True)``, which cannot run code hidden in a fil
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import random
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["save_checkpoint", "load_checkpoint"]
+__all__ = ["save_checkpoint", "load_checkpoint", "vocab_hash"]
 
 _CHECKPOINT_FORMAT = 1
 
@@ -139,3 +140,14 @@ def load_checkpoint(
     if restore_rng and "rng" in ckpt:
         _restore_rng(ckpt["rng"])
     return ckpt
+
+
+def vocab_hash(src_vocab: Any, tgt_vocab: Any) -> str:
+    """A short hash of both vocabularies' token lists (``idx_to_token``, in order).
+
+    Shipped weights are only valid with the vocabularies they were trained with (token ``i`` is
+    row ``i`` of an embedding): the scripts that train shipped checkpoints record this hash, and
+    the lessons that load them compare it with the hash of their own vocabularies.
+    """
+    text = "\n".join(src_vocab.idx_to_token) + "\n\n" + "\n".join(tgt_vocab.idx_to_token)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

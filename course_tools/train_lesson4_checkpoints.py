@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 import torch
 
-from course_lib.checkpoints import save_checkpoint
+from course_lib.checkpoints import save_checkpoint, vocab_hash
 from course_lib.corpus import make_splits
 from course_lib.data import build_vocabs, make_translation_loader
 from course_lib.seq2seq import Seq2Seq, Seq2SeqConfig
@@ -50,12 +49,6 @@ RECIPE: dict[str, Any] = {"n_train": 8000, "n_valid": 500, "n_test": 1000, "spli
           "dropout": 0.1}
 MODELS = {"plain": ("GRU seq2seq", 64), "wide": ("GRU seq2seq, h = 128", 128)}   # file stem: (lesson's name, h)
 FINGERPRINT_STEPS = 20
-
-
-def vocab_hash(src_vocab: Any, tgt_vocab: Any) -> str:
-    """A short hash of both vocabularies' token lists (a checkpoint is only valid with these)."""
-    text = "\n".join(src_vocab.idx_to_token) + "\n\n" + "\n".join(tgt_vocab.idx_to_token)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def train_one(stem: str, max_steps: int | None = None) -> tuple[torch.nn.Module, Any, dict[str, Any]]:

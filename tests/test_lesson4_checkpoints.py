@@ -19,6 +19,7 @@ import nbformat
 import pytest
 import torch
 from _bench import load_script
+from _lesson_head import assert_lesson_refuses
 
 from course_lib.checkpoints import load_checkpoint
 from course_lib.corpus import make_splits
@@ -83,25 +84,10 @@ def _lesson_cells(upto: int) -> list[str]:
 
 @pytest.mark.slow  # runs the lesson's first cells (imports torch, builds the corpus)
 def test_the_lesson_checks_recipe_and_vocabularies_before_loading(tmp_path: Path) -> None:
-    meta = _meta()
-    for change, message in [(lambda m: m["recipe"].update(lr=1e-3), "recipe"),
-                            (lambda m: m.update(vocab_hash="0" * 16), "other vocabularies")]:
-        folder = tmp_path / message.replace(" ", "_")
-        folder.mkdir()
-        broken = json.loads(json.dumps(meta))
-        change(broken)
-        (folder / "meta.json").write_text(json.dumps(broken))
-        cells = _lesson_cells(1)
-        last = cells[-1].replace('CKPT_DIR = Path(course_lib.__file__).resolve().parent / "data_files" / '
-                                 '"lesson4_checkpoints"', f"CKPT_DIR = Path({str(folder)!r})")
-        assert last != cells[-1], "the lesson no longer sets CKPT_DIR as this test expects"
-        program = folder / "lesson4_head.py"   # a file, so that the traceback shows the failed line
-        program.write_text("\n".join(["get_ipython = None", "display = print", *cells[:-1], last]))
-        run = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300,
-                             cwd=LESSON.parent, env={"PATH": "/usr/bin:/bin", "COURSE_SEED": "0",
-                                                     "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
-        assert run.returncode != 0 and "AssertionError" in run.stderr, run.stderr[-600:]
-        assert message in run.stderr, run.stderr[-600:]   # the failed assert's line or message names it
+    assert_lesson_refuses(_lesson_cells(1), 'CKPT_DIR = Path(course_lib.__file__).resolve().parent / '
+                          '"data_files" / "lesson4_checkpoints"', _meta(),
+                          [(lambda m: m["recipe"].update(lr=1e-3), "recipe"),
+                           (lambda m: m.update(vocab_hash="0" * 16), "other vocabularies")], tmp_path, LESSON.parent)
 
 
 @pytest.mark.slow  # the script in subprocesses, each importing torch

@@ -32,6 +32,7 @@ WRAPPERS = {"scripts/i18n.py": "course_tools.i18n", "scripts/run_notebooks.py": 
             "scripts/build_glossary.py": "course_tools.build_glossary",
             "scripts/build_fra_eng_sample.py": "course_tools.build_fra_eng_sample",
             "scripts/train_lesson4_checkpoints.py": "course_tools.train_lesson4_checkpoints",
+            "scripts/train_lesson11_checkpoints.py": "course_tools.train_lesson11_checkpoints",
             "scripts/train_lesson12_checkpoints.py": "course_tools.train_lesson12_checkpoints",
             "site/build.py": "course_tools.site_build", "site/learner_branch.py": "course_tools.learner_branch",
             "deploy/course_language.py": "course_tools.course_language"}
