@@ -23,6 +23,7 @@ from course_tools import tiers as _tiers  # noqa: E402
 
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()
+_FAST_CPU_KEY = pytest.StashKey[dict]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -89,6 +90,18 @@ def pytest_runtest_logreport(report):
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Measure each fast-stage test's CPU (setup to teardown, with its reaped children): the
+    ones over the budget are named in the summary (course_tools/tiers.py FAST_TEST_CPU_BUDGET_S)."""
+    if _tiers.stage_of(m.name for m in item.iter_markers()) != "fast":
+        yield
+        return
+    start = _tiers.cpu_seconds()
+    yield
+    item.config.stash.setdefault(_FAST_CPU_KEY, {})[item.nodeid] = _tiers.cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
@@ -119,6 +132,9 @@ def pytest_unconfigure(config):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    over = _tiers.over_budget_message(config.stash.get(_FAST_CPU_KEY, {}))
+    if over:
+        terminalreporter.write_line(over, yellow=True)
     outcomes = config.stash.get(_OUTCOMES_KEY, {})
     if not outcomes:
         return

@@ -24,11 +24,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from course_tools.tiers import REPO
+from course_tools.tiers import CLAIM, REPO
 
 FIGURES = REPO / "docs" / "TEST_FIGURES.md"
-#: the tiers in the order that claims a test (.ci/run's claim list)
-CLAIM = ("system", "browser", "notebooks", "sandbox", "slow", "content", "fast", "lint")
 #: the order of the table (and of a full measurement)
 ORDER = ("lint", "fast", "content", "slow", "sandbox", "notebooks", "browser", "system")
 HEADER = ("| tier | passed | skipped | CPU (s) | wall (s) | load average at the start | measured (UTC) |\n"

@@ -85,6 +85,39 @@ def widen_output_wait(item) -> None:
         item.output_timeout = max(item.output_timeout, NBVAL_OUTPUT_WAIT_S)
 
 
+# A fast-tier test that spends more CPU than this (its own and its reaped children's, setup to
+# teardown) is named at the end of the run: the fast tier is the one run after each change, so
+# a test that trains, runs a grading pipeline or starts an interpreter belongs to ``slow``.
+FAST_TEST_CPU_BUDGET_S = 1.5
+#: the tiers in the order that claims a test (as .ci/run's claim list): a test runs in the first
+CLAIM = ("system", "browser", "notebooks", "sandbox", "slow", "content", "fast", "lint")
+
+
+def stage_of(markers) -> str | None:
+    """The CI stage a test with these marker names runs in (the first tier of CLAIM it carries)."""
+    names = set(markers)
+    return next((t for t in CLAIM if t in names), None)
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its children that have been waited for."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def over_budget_message(spent: dict[str, float], budget: float = FAST_TEST_CPU_BUDGET_S) -> str | None:
+    """The line naming the fast tests that spent more than ``budget`` seconds of CPU each
+    (costliest first), or None if none did."""
+    over = sorted(((cpu, node) for node, cpu in spent.items() if cpu > budget), reverse=True)
+    if not over:
+        return None
+    return (f"fast tests over {budget:g} s of CPU each (the test and its children): "
+            + ", ".join(f"{node} {cpu:.1f} s" for cpu, node in over)
+            + ". Mark such a test @pytest.mark.slow (say why), or make it cheaper (course_tools/tiers.py)")
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -64,6 +64,7 @@ def held_out_words(held_out: list[str]) -> list[str]:
     return sorted({w for s in held_out for w in tokenize(s)})
 
 
+@pytest.mark.slow  # learns 500 merges on 8,000 sentences and segments 3,000 words twice (about 1 s of CPU): the slow tier; the fast tier keeps the 60-merge and merge-order checks
 def test_course_merges_segment_like_subword_nmt(sentences):
     train, held_out = sentences
     bpe = BPE.train(train, num_merges=500)
@@ -82,6 +83,7 @@ def test_course_merges_segment_like_subword_nmt(sentences):
         assert mine == theirs, s
 
 
+@pytest.mark.slow  # subword-nmt learns 500 merges on 8,000 sentences (about 1 s of CPU): the slow tier; the fast tier keeps the 60-merge and merge-order checks
 def test_subword_nmt_merges_segment_like_course_lib(sentences):
     train, held_out = sentences
     words = [" ".join(tokenize(s)) for s in train]

@@ -220,6 +220,7 @@ def test_sampling_errors() -> None:
         make_gpt(block_size=8)(tokens(1, 9))
 
 
+@pytest.mark.slow  # trains a GPT 50 steps: the slow tier, not fast
 def test_tiny_text_overfits() -> None:
     text = "attention is all you need. "
     chars = sorted(set(text))

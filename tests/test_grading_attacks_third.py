@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from nbgrader.utils import compute_checksum
 
 from course_tools.grading_dev.testing import variant, write_notebook
 
@@ -49,6 +48,7 @@ def _forged_check_notebook(marker: Path) -> dict:
     """The released notebook with wrong code, and a public test cell replaced by code that
     writes ``marker`` and passes - its nbgrader checksum recomputed (an unkeyed MD5)."""
     import nbformat
+    from nbgrader.utils import compute_checksum  # here: importing nbgrader costs about 1.4 s of CPU
     nb = json.loads(RELEASED.read_text())
     forged = f"open({str(marker)!r}, 'w').write('ran with the checker rights')\n"
     for cell in nb["cells"]:

@@ -330,6 +330,7 @@ def test_the_seccomp_filter_is_built_by_name_or_the_sandbox_is_refused(monkeypat
         sandbox._ISOLATION.clear()
 
 
+@pytest.mark.slow  # a whole --check of lesson 3 (preflight and grading workers, unsandboxed): the slow tier
 def test_a_learner_without_bubblewrap_is_never_told_about_unsafe_no_sandbox(monkeypatch, tmp_path, capsys):
     from course_grader import cli, sandbox
     monkeypatch.setattr(sandbox, "isolation_status",

@@ -242,6 +242,7 @@ def _growth(translate, template, small: int, big: int) -> float:
     return _cpu_per_char(translate, _adversarial(template, big)) / _cpu_per_char(translate, _adversarial(template, small))
 
 
+@pytest.mark.slow  # a measurement: at least 0.2 s of CPU per size, eight sizes (1.6 s by design): the slow tier
 def test_translating_learner_text_is_linear(monkeypatch):
     """translate_message matches the catalogue's templates over messages that can quote the
     learner's text, in the grader's own process. A 200 KB message shaped against the templates

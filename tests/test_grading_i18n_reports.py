@@ -10,6 +10,7 @@ no sandbox.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import string
@@ -66,9 +67,15 @@ def _real_check_failures() -> list[str]:
     return out
 
 
-def _messages() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _all_messages() -> tuple[str, ...]:
+    # read once per run: it parses every course_grader module and every solution notebook
     marked = [_fill(m) for m in marked_messages() if len(m) > 2]
-    return marked + _real_check_failures()
+    return tuple(marked + _real_check_failures())
+
+
+def _messages() -> list[str]:
+    return list(_all_messages())
 
 
 def _result(language: str, messages: list[str]) -> SubmissionResult:

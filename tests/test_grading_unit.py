@@ -386,6 +386,7 @@ def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsy
     assert "was modified in your notebook; the original test was run instead" in text
 
 
+@pytest.mark.slow  # --check runs the environment preflight (a grading worker) before it reads the notebook
 def test_cli_check_needs_a_graded_notebook(tmp_path, capsys):
     nb = write_notebook({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                          "cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],

@@ -57,6 +57,7 @@ def test_the_real_file_is_accepted_by_content_and_parsed(fra_txt):
     assert pairs[0] == ("Go.", "Va !")  # the narrow no-break space became a space
 
 
+@pytest.mark.slow  # trains and scores a translation model (about 2 s of CPU): the slow tier, not fast
 def test_train_translate_and_score_a_small_slice(fra_txt):
     sacrebleu = pytest.importorskip("sacrebleu")
     pairs = read_fra_eng(fra_txt, max_pairs=2000)
@@ -110,6 +111,7 @@ def test_the_benchmark_splits_keep_near_duplicates_on_one_side():
                                              "200", "--n-test", "200", "--seed", "5"]))[2] == test
 
 
+@pytest.mark.slow  # a whole benchmark worker: BPE, training, scoring: the slow tier, not fast
 def test_the_benchmark_worker_runs_on_the_real_file():
     bench = _load_bench()
     args = bench.parse_args(["--data", str(DATA), "--lines", "1500", "--n-valid", "100", "--n-test", "100",

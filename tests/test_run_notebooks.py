@@ -28,6 +28,7 @@ def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
     return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
 
 
+@pytest.mark.slow  # starts a Jupyter kernel and runs a notebook through nbclient: the slow tier, not fast
 def test_an_executed_progress_bar_is_committed_as_its_final_text(run_notebooks, tmp_path: Path) -> None:
     path = tmp_path / "bar.ipynb"
     nb = nbformat.v4.new_notebook()

@@ -422,6 +422,7 @@ def test_luong_attend_with_cached_keys_equals_multiplicative_attention_module():
 # --------------------------------------------------------------------------- training and decoding
 
 
+@pytest.mark.slow  # trains each model 40 epochs (about 1 s of CPU each): the slow tier, not fast
 @pytest.mark.parametrize("cls", MODELS)
 def test_overfits_a_tiny_copy_task_and_decodes_greedily(cls):
     from course_lib.data import build_vocabs, make_translation_loader

@@ -88,3 +88,38 @@ def test_figures_prints_the_slowest_tests_pytest_reports() -> None:
     got = figures.slowest(out)
     assert got.splitlines()[1:] == ["3.10s call     tests/test_a.py::test_one", "1.00s setup    tests/test_b.py::test_two"]
     assert figures.slowest("4 passed in 1.00s\n") == ""
+
+
+def test_a_fast_test_over_the_cpu_budget_is_named_costliest_first() -> None:
+    spent = {"tests/test_a.py::test_cheap": 0.2, "tests/test_b.py::test_trains": 2.5,
+             "tests/test_c.py::test_grades": 9.0}
+    line = _tiers.over_budget_message(spent, budget=1.5)
+    assert line is not None and "test_cheap" not in line
+    assert line.index("test_grades 9.0 s") < line.index("test_trains 2.5 s")
+    assert "@pytest.mark.slow" in line
+    assert _tiers.over_budget_message({"tests/test_a.py::test_cheap": 0.2}, budget=1.5) is None
+    # the stage a test runs in: its first tier in the claim order, as .ci/run's
+    assert _tiers.stage_of(["fast"]) == "fast"
+    assert _tiers.stage_of(["parametrize", "slow", "fast"]) == "slow"
+    assert _tiers.stage_of(["content", "fast"]) == "content"
+    assert _tiers.stage_of(["parametrize"]) is None
+
+
+@pytest.mark.slow  # a pytest in a subprocess that burns CPU on purpose: about 6 s CPU
+def test_the_run_names_its_costly_fast_tests(tmp_path: Path) -> None:
+    """The root conftest measures every fast-stage test's CPU and names those over
+    FAST_TEST_CPU_BUDGET_S at the end; a slow test that costs as much is not named."""
+    burn = _tiers.FAST_TEST_CPU_BUDGET_S + 0.3
+    (tmp_path / "test_probe.py").write_text(
+        "import time\n\nimport pytest\n\nTIER = \"fast\"\n\n\n"
+        f"def _burn():\n    start = time.process_time()\n    while time.process_time() - start < {burn}:\n        pass\n\n\n"
+        "def test_costly():\n    _burn()\n\n\n"
+        "def test_cheap():\n    pass\n\n\n"
+        "@pytest.mark.slow\ndef test_costly_but_slow():\n    _burn()\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q",
+                             "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("fast tests over")]
+    assert "test_probe.py::test_costly " in line
+    assert "test_cheap" not in line and "test_costly_but_slow" not in line

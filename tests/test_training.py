@@ -221,6 +221,7 @@ def test_seq2seq_and_lm_loss() -> None:
 # --------------------------------------------------------------------------- fit
 
 
+@pytest.mark.slow  # trains 60 epochs to overfit: the slow tier, not fast
 def test_fit_overfits_a_tiny_batch() -> None:
     torch.manual_seed(0)
     batch = make_copy_batch()

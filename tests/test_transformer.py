@@ -362,6 +362,7 @@ def _reverse_task(n: int, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return src, lens, tgt_in, tgt_out
 
 
+@pytest.mark.slow  # trains a Transformer to overfit (about 1.5 s of CPU each): the slow tier, not fast
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_tiny_reverse_task_overfits(norm_first: bool) -> None:
     torch.manual_seed(0)

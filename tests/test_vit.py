@@ -243,6 +243,7 @@ def test_subsample_keeps_every_class():
         subsample(images, labels, 0.0)
 
 
+@pytest.mark.slow  # trains an MLP twice, 150 steps each: the slow tier, not fast
 def test_training_is_repeatable_and_learns():
     split = load_digits_split()
     images, labels = subsample(split.train_images, split.train_labels, 0.3, seed=0)
@@ -264,6 +265,7 @@ def test_training_is_repeatable_and_learns():
     assert not always_three.training  # accuracy() evaluates in evaluation mode
 
 
+@pytest.mark.slow  # trains a ViT 200 steps (about 2 s of CPU): the slow tier, not fast
 def test_the_vit_learns_a_small_set():
     """Trained by course_lib.training.fit (through train_classifier), the ViT fits 50 digits: its
     loss falls from about ln 10 to near zero and it classifies its own training images right."""
