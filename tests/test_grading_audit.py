@@ -88,7 +88,11 @@ def test_hidden_messages_reveal_no_expected_value(name):
                         problems.append(f"{nb.name} {_meta(cell).get('grade_id')}: assert_equal(show_expected=...) "
                                         "in a hidden region shows the answer")
             # a bare `assert x == <literal>, f"... {<literal>} ..."`: the message spells the answer
-            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and node.msg is not None:
+            # (not `abs(a - b) <= tol`: its literal is the tolerance the task states, not an answer)
+            tolerance = (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
+                         and isinstance(node.test.left, ast.Call) and getattr(node.test.left.func, "id", "") == "abs"
+                         and all(isinstance(op, (ast.Lt, ast.LtE)) for op in node.test.ops))
+            if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and node.msg is not None and not tolerance:
                 literals = [c.value for c in node.test.comparators if isinstance(c, ast.Constant)]
                 text = ast.unparse(node.msg)
                 for lit in literals:
