@@ -31,13 +31,15 @@ from pathlib import Path
 import pytest
 
 from course_grader.sandbox import isolation_status
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
-FULL = 15.0
+POINTS = assignment_points(SOLUTION.parent)
+FULL = POINTS.auto  # full marks from the grader, whatever the edition of lesson 3
 SECRET = "lms-token-5f1e2d9c"      # in the grader's environment; no learner may see it
 OLD_NAME = "classmate-from-last-run"  # in a previous gradebook kept in the output folder
 MARK = "persist-mark-7c1d"          # written by one learner, looked for by later ones
@@ -45,6 +47,7 @@ ORDINARY_USER = "coursegradetest"
 
 # the listed typical mistake "missing_sqrt": a wrong answer that scores less than full marks
 WRONG_DOT = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]["dot_product_attention"]
+WRONG_DOT_FAILS = load_mistakes(SOLUTION.parent)["missing_sqrt"]["fails"]
 
 # 1. read the instructor's solution wherever the grader's files might be, run its cells
 FIND_SOLUTION = '''
@@ -417,7 +420,9 @@ def test_every_learner_has_a_row_and_honest_work_full_marks(graded):
             "symdir", "symfile", "symclass", "devzero", "fifo"} <= set(graded["rows"])
     assert _total(graded, "honest") == FULL
     assert 0 < _total(graded, "wrongdot") < FULL
-    assert graded["rows"]["wrongdot"]["test_dot_product"] == "0"
+    for test in WRONG_DOT_FAILS:  # the tests that catch the mistake, and only those, lose their points
+        assert graded["rows"]["wrongdot"][test] == "0", test
+    assert _total(graded, "wrongdot") == POINTS.without(WRONG_DOT_FAILS)
 
 
 # -- 1. the sandbox sees only what it needs -----------------------------------------------

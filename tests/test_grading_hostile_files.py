@@ -226,6 +226,9 @@ def _course(tmp_path: Path) -> tuple[NbgraderCourse, Assignment]:
             gb.add_notebook(nb_name, assignment.name)
             for t in src.tests:
                 gb.add_grade_cell(t.grade_id, nb_name, assignment.name, max_score=t.points, cell_type="code")
+            for w in src.written:  # the written answers, graded by hand (as nbgrader records them)
+                gb.add_grade_cell(w.grade_id, nb_name, assignment.name, max_score=w.points, cell_type=w.cell_type)
+                gb.add_solution_cell(w.grade_id, nb_name, assignment.name)
     return NbgraderCourse(root, "c", db, SOLUTION.parent, root / "submitted", root / "autograded",
                           root / "feedback"), assignment
 
