@@ -119,7 +119,7 @@ def mistake_notebook(source: SourceNotebook, replace: dict[str, str]) -> dict:
 
 
 def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], seed_base: bytes, config: Any,
-             deadline: float | None = None) -> None:
+             deadline: float | None = None, learner: str | None = None) -> None:
     """Name the typical mistake a failed test's outputs match, in place on ``tests`` (the
     notebook's TestOutcomes): ``mistake``, ``hint``, ``hint_lesson``, ``hint_section``.
 
@@ -129,12 +129,16 @@ def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], see
         recorded: grade_id -> what the learner's code returned in that test (checks.record_calls).
         seed_base: the seed the learner's tests ran with (the mistake's run uses the same).
         config: sandbox limits.
+        learner: the learner id the notebook was graded as: the mistake's cells see the same
+            variant (the caller sets it on the trusted side with ``variants.begin_grading``);
+            without it, a test that reads the variant compares outputs for other sizes and
+            names nothing.
         deadline: ``time.monotonic()`` by which everything must be done: the end of the
             learner's own time budget, so that naming a mistake never makes the grader's
             watchdog (course_grader.cli.learner_budget) kill a learner's grading. A mistake
             is tried only while at least :data:`MIN_SECONDS_LEFT` remain.
     """
-    from course_grader.runner import _run_test
+    from course_grader.runner import _VARIANT_PRELUDE, _run_test
     from course_grader.rpc import Session
     from course_grader.sandbox import SandboxDied
 
@@ -164,6 +168,8 @@ def diagnose(source: SourceNotebook, tests: list, recorded: dict[str, list], see
         messages: dict[str, str] = {}
         try:
             session.start()
+            if learner is not None:
+                session.exec_cell(-1, _VARIANT_PRELUDE.format(learner=learner))
             for step in plan.steps:
                 if step.kind == "learner":
                     if step.source.strip():

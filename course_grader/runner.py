@@ -356,7 +356,13 @@ def grade_notebook(source: SourceNotebook, submission: str | Path | None, *,
             result.status = Status.SANDBOX_DIED
     if recorded and seed_base is not None and any(not t.passed for t in result.tests):
         from course_grader.diagnose import diagnose as name_mistakes
-        name_mistakes(source, result.tests, recorded, seed_base, config, deadline=start + config.submission_timeout)
+        # the mistake's run uses the learner's variant, on both sides: its tests (trusted) and cells (sandbox)
+        variants.begin_grading(graded_as)
+        try:
+            name_mistakes(source, result.tests, recorded, seed_base, config, deadline=start + config.submission_timeout,
+                          learner=graded_as)
+        finally:
+            variants.begin_grading(None)
     order = {t.grade_id: i for i, t in enumerate(source.tests)}
     result.tests.sort(key=lambda t: order.get(t.grade_id, 0))
     _point_to_failed_callees(plan.steps, source.tests, result.tests)
