@@ -198,13 +198,12 @@ def cell_index(nb: dict | str | Path, *, grade_id: str | None = None, defines: s
     than one (a test must not silently act on the wrong cell)."""
     if (grade_id is None) == (defines is None):
         raise TypeError("cell_index: give exactly one of grade_id= or defines=")
-    if not isinstance(nb, dict):
-        nb = json.loads(Path(nb).read_text("utf-8"))
+    doc: dict = nb if isinstance(nb, dict) else json.loads(Path(nb).read_text("utf-8"))
     if grade_id is not None:
-        found = [i for i, c in enumerate(nb["cells"]) if _meta(c).get("grade_id") == grade_id]
+        found = [i for i, c in enumerate(doc["cells"]) if _meta(c).get("grade_id") == grade_id]
         what = f"grade_id {grade_id!r}"
     else:
-        found = [i for i, c in enumerate(nb["cells"])
+        found = [i for i, c in enumerate(doc["cells"])
                  if c.get("cell_type") == "code" and defines in _defines(cell_source(c))]
         what = f"a code cell defining {defines!r}"
     if len(found) != 1:
@@ -233,6 +232,6 @@ def dependent_tests(assignment: str | Path, grade_id: str) -> list[str]:
     names = _defines(cell_source(nb["cells"][cell_index(nb, grade_id=grade_id)]))
     if not names:
         raise LookupError(f"the cell {grade_id!r} defines no name at its top level")
-    return [_meta(c).get("grade_id") for c in nb["cells"]
+    return [str(_meta(c).get("grade_id")) for c in nb["cells"]
             if _meta(c).get("grade") and not _meta(c).get("solution") and c.get("cell_type") == "code"
             and _reads(cell_source(c)) & names]
