@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from course_grader.sandbox import isolation_status
-from course_tools.grading_dev.points import assignment_points
+from course_tools.grading_dev.points import assignment_points, cell_index
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
@@ -481,7 +481,18 @@ def test_no_network_no_mounts_bounded_disk(graded):
 # -- 2. the trusted side evaluates nothing the learner controls ----------------------------
 
 def test_learner_builtins_do_not_reach_the_tests(graded):
-    assert _total(graded, "builtins") == _total(graded, "wrongdot")
+    # The attack's builtins (all -> True, abs -> 0, len -> 0, ...) would make the trusted checks
+    # pass wrong code: no test may score more than with the wrong code alone. They also break the
+    # learner's own later cells (those that call range, len, abs...), which may then lose points:
+    # only tests after the attack's cell may differ, and never upwards.
+    rows = graded["rows"]
+    attack_at = cell_index(SOLUTION, grade_id="dot_product_attention")
+    for test in POINTS.tests:
+        assert float(rows["builtins"][test]) <= float(rows["wrongdot"][test]), test
+        if cell_index(SOLUTION, grade_id=test) < attack_at:
+            assert rows["builtins"][test] == rows["wrongdot"][test], test
+    assert rows["builtins"]["test_dot_product"] == "0"
+    assert 0 < _total(graded, "builtins") <= _total(graded, "wrongdot")
 
 
 def test_module_names_chosen_by_the_learner_are_never_imported(graded):
