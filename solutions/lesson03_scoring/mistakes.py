@@ -221,3 +221,8 @@ def stable_masked_softmax(scores, valid_lens=None):
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.
 MISTAKES.update(trivial_mistakes(Path(__file__).parent / "scoring.ipynb"))
+# The "_out" variants wrap _mean_peaks after the whole experiment cell, so the cell's own ANSWER_ lines
+# (computed with the real function just above the wrap) are unchanged: the variant equals the solution
+# and cannot fail test_experiment_peak (as for lessons 7 and 8). The input variants replace the definition.
+for _kind in ("zeros_out", "constant_out"):
+    del MISTAKES[f"trivial__mean_peaks_{_kind}"]
