@@ -51,6 +51,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes
 from deploy import make_course
 
@@ -174,7 +175,7 @@ def _solution_sources(nb_path: Path) -> dict[str, str]:
     out = {}
     for cell in nb["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
-        if meta.get("solution"):
+        if meta.get("solution") and not meta.get("grade"):  # code to type (written cells: see _with_written_cell)
             src = "".join(cell["source"])
             lines = [ln for ln in src.splitlines() if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
             out[meta["grade_id"]] = "\n".join(lines).strip() + "\n"
@@ -182,18 +183,20 @@ def _solution_sources(nb_path: Path) -> dict[str, str]:
 
 
 def _points(nb_path: Path) -> dict[str, float]:
-    """grade_id -> points of each graded test cell."""
-    nb = json.loads(nb_path.read_text())
-    return {c["metadata"]["nbgrader"]["grade_id"]: float(c["metadata"]["nbgrader"].get("points", 0))
-            for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}
+    """grade_id -> points of each auto-graded test cell (not the written cells, graded by hand)."""
+    return assignment_points(nb_path).tests
 
 
 def _with_written_cell(source: Path, target: Path) -> None:
-    """A copy of the assignment ``source`` in ``target`` with a written cell at the end (readable
-    by the instructor's account, which copies it into the course)."""
+    """A copy of the assignment ``source`` in ``target`` whose one written cell is the test's, at
+    the end (readable by the instructor's account, which copies it into the course): the
+    assignment's own written cells are left out, so that what this test expects of Formgrader
+    holds whichever written cells an edition of the assignment has."""
     from course_tools.grading_dev.testing import written_cell
     shutil.copytree(source, target)
     nb = json.loads((target / NOTEBOOK).read_text("utf-8"))
+    nb["cells"] = [c for c in nb["cells"] if not (c["metadata"].get("nbgrader", {}).get("grade")
+                                                  and c["metadata"].get("nbgrader", {}).get("solution"))]
     nb["cells"].append(written_cell(WRITTEN_ID, WRITTEN_POINTS, rubric=WRITTEN_RUBRIC, question=(
         "**Written analysis.** Why does scaled dot-product attention divide the scores by sqrt(d)?"),
         model="The variance of q.k grows like d; without the scaling the softmax saturates."))

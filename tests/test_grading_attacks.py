@@ -31,13 +31,15 @@ from pathlib import Path
 import pytest
 
 from course_grader.sandbox import isolation_status
+from course_tools.grading_dev.points import assignment_points, cell_index
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
-FULL = 15.0
+POINTS = assignment_points(SOLUTION.parent)
+FULL = POINTS.auto  # full marks from the grader, whatever the edition of lesson 3
 SECRET = "lms-token-5f1e2d9c"      # in the grader's environment; no learner may see it
 OLD_NAME = "classmate-from-last-run"  # in a previous gradebook kept in the output folder
 MARK = "persist-mark-7c1d"          # written by one learner, looked for by later ones
@@ -45,6 +47,7 @@ ORDINARY_USER = "coursegradetest"
 
 # the listed typical mistake "missing_sqrt": a wrong answer that scores less than full marks
 WRONG_DOT = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]["dot_product_attention"]
+WRONG_DOT_FAILS = load_mistakes(SOLUTION.parent)["missing_sqrt"]["fails"]
 
 # 1. read the instructor's solution wherever the grader's files might be, run its cells
 FIND_SOLUTION = '''
@@ -417,7 +420,9 @@ def test_every_learner_has_a_row_and_honest_work_full_marks(graded):
             "symdir", "symfile", "symclass", "devzero", "fifo"} <= set(graded["rows"])
     assert _total(graded, "honest") == FULL
     assert 0 < _total(graded, "wrongdot") < FULL
-    assert graded["rows"]["wrongdot"]["test_dot_product"] == "0"
+    for test in WRONG_DOT_FAILS:  # the tests that catch the mistake, and only those, lose their points
+        assert graded["rows"]["wrongdot"][test] == "0", test
+    assert _total(graded, "wrongdot") == POINTS.without(WRONG_DOT_FAILS)
 
 
 # -- 1. the sandbox sees only what it needs -----------------------------------------------
@@ -476,7 +481,18 @@ def test_no_network_no_mounts_bounded_disk(graded):
 # -- 2. the trusted side evaluates nothing the learner controls ----------------------------
 
 def test_learner_builtins_do_not_reach_the_tests(graded):
-    assert _total(graded, "builtins") == _total(graded, "wrongdot")
+    # The attack's builtins (all -> True, abs -> 0, len -> 0, ...) would make the trusted checks
+    # pass wrong code: no test may score more than with the wrong code alone. They also break the
+    # learner's own later cells (those that call range, len, abs...), which may then lose points:
+    # only tests after the attack's cell may differ, and never upwards.
+    rows = graded["rows"]
+    attack_at = cell_index(SOLUTION, grade_id="dot_product_attention")
+    for test in POINTS.tests:
+        assert float(rows["builtins"][test]) <= float(rows["wrongdot"][test]), test
+        if cell_index(SOLUTION, grade_id=test) < attack_at:
+            assert rows["builtins"][test] == rows["wrongdot"][test], test
+    assert rows["builtins"]["test_dot_product"] == "0"
+    assert 0 < _total(graded, "builtins") <= _total(graded, "wrongdot")
 
 
 def test_module_names_chosen_by_the_learner_are_never_imported(graded):

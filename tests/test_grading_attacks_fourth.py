@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -37,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "lesson03_scoring"
 SOLUTION = ROOT / "solutions" / NAME / "scoring.ipynb"
 RELEASED = ROOT / "exercises" / NAME / "scoring.ipynb"
+#: lesson 3's points, read from its instructor notebook (full marks: POINTS.auto; the maximum counts the written cells)
+POINTS = assignment_points(SOLUTION.parent)
+MISSING_SQRT = load_mistakes(SOLUTION.parent)["missing_sqrt"]
 ESCAPES = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[1A\x1b[2K  b_victim: 0/15  refused\r"
 CONDITIONS = ["self", "root-dropped", pytest.param("user", marks=pytest.mark.system if os.geteuid() == 0 else ())]
 
@@ -89,7 +93,7 @@ def test_a_learner_named_after_the_assignment_never_becomes_the_answer_key(base,
     marker = base / "ran-as-the-teacher.txt"
     write_notebook(_answer_key_impostor(marker), sub / NAME / NAME / "scoring.ipynb")
     write_notebook(variant(SOLUTION), sub / "honest" / NAME / "scoring.ipynb")
-    wrong = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]
+    wrong = MISSING_SQRT["replace"]
     write_notebook(variant(SOLUTION, replace=wrong), sub / "wrong" / NAME / "scoring.ipynb")
     bad_id = "mallory" + ESCAPES
     write_notebook(variant(SOLUTION), sub / bad_id / NAME / "scoring.ipynb")
@@ -106,9 +110,9 @@ def test_a_learner_named_after_the_assignment_never_becomes_the_answer_key(base,
     assert not marker.exists(), "a learner's test cell ran with the teacher's rights"
     rows = {r["student"]: r for r in json.loads((out / NAME / "grades.json").read_text())["results"]}
     assert sorted(rows) == sorted([NAME, "honest", "wrong"])  # the impostor is graded as a learner
-    assert rows["honest"]["total"] == rows["honest"]["max_total"] == 15
-    assert rows["wrong"]["total"] == 11
-    assert rows[NAME]["total"] < 15
+    assert rows["honest"]["total"] == POINTS.auto and rows["honest"]["max_total"] == POINTS.maximum
+    assert rows["wrong"]["total"] == POINTS.without(MISSING_SQRT["fails"]) < POINTS.auto
+    assert rows[NAME]["total"] < POINTS.auto
 
 
 def test_check_prints_no_escape_sequence_from_the_learners_exception(tmp_path):
@@ -156,7 +160,7 @@ def test_sigterm_mid_class_keeps_what_was_graded_and_a_rerun_resumes(base, mode)
     assert (out / NAME / "grades.csv").read_text() == "student,total\nprevious_run,15\n"
     assert not list((out / NAME).glob("grades.2*.csv"))  # the previous gradebook never moved aside
     kept = {json.loads(p.read_text())["student"]: json.loads(p.read_text()) for p in journal.glob("*.json")}
-    assert sorted(kept) == ["a1", "a2", "a3"] and all(k["result"]["total"] == 15 for k in kept.values())
+    assert sorted(kept) == ["a1", "a2", "a3"] and all(k["result"]["total"] == POINTS.auto for k in kept.values())
     # the teacher fixes nothing but re-runs (zz_slow now submitted without the sleep)
     write_notebook(variant(SOLUTION), sub / "zz_slow" / "scoring.ipynb")
     _as(mode, base)
@@ -168,7 +172,7 @@ def test_sigterm_mid_class_keeps_what_was_graded_and_a_rerun_resumes(base, mode)
     assert sorted(rows) == ["a1", "a2", "a3", "zz_slow"]
     for s in ("a1", "a2", "a3"):  # taken from the journal, as graded then
         assert rows[s]["duration"] == kept[s]["result"]["duration"]
-    assert all(r["total"] == 15 for r in rows.values())
+    assert all(r["total"] == POINTS.auto for r in rows.values())
     assert rows["zz_slow"]["submission_sha256"]["scoring"]
     assert not journal.exists()
     assert "previous_run" in next((out / NAME).glob("grades.2*.csv")).read_text()

@@ -26,12 +26,15 @@ from pathlib import Path
 
 import pytest
 
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
+#: lesson 3's points from its instructor notebook: full marks (auto) and the maximum (with the written cells)
+POINTS = assignment_points(SOLUTION)
 RELEASED = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
 DEV_MARK = "devmark-3e9a"
 
@@ -190,7 +193,8 @@ def test_one_memory_bound_covers_all_of_a_learners_processes(channel_run):
     assert bound.startswith("memory cgroup" if cgroup_here else "RLIMIT_AS"), bound
     assert nb.get("seccomp", "").startswith("seccomp filter by libseccomp"), nb.get("seccomp")
     for student in ("a_writer", "b_reader"):  # honest work around the attacks keeps full marks
-        assert channel_run[student]["total"] == channel_run[student]["max_total"], student
+        assert (channel_run[student]["total"], channel_run[student]["max_total"]) == (POINTS.auto, POINTS.maximum), \
+            student
 
 
 # -- issue 18 item 4: an installation under /tmp ------------------------------------------------
@@ -232,7 +236,8 @@ def test_grading_and_check_work_from_an_installation_under_tmp(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         data = json.loads((out / "lesson03_scoring" / "grades.json").read_text())
         row = data["results"][0]
-        assert row["status"] == "ok" and row["total"] == row["max_total"], row["notebooks"][0]["notes"]
+        assert row["status"] == "ok" and (row["total"], row["max_total"]) == (POINTS.auto, POINTS.maximum), \
+            row["notebooks"][0]["notes"]
         notes = " ".join(row["notebooks"][0]["notes"])
         assert "WITHOUT" not in notes
         released = write_notebook(variant(RELEASED), base / "learner" / "scoring.ipynb")

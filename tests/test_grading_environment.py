@@ -28,12 +28,15 @@ from pathlib import Path
 
 import pytest
 
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
+#: lesson 3's points from its instructor notebook: full marks (auto) and the maximum (with the written cells)
+POINTS = assignment_points(SOLUTION)
 RELEASED = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
 #: What the stand-in reserves at ``import torch`` (a CUDA build of torch 2.13 with numpy: ~3.1 GB).
 CUDA_RESERVE = 3_200_000_000
@@ -138,7 +141,7 @@ def test_a_cuda_build_of_torch_grades_the_class_right(base):
     data = json.loads((out / "lesson03_scoring" / "grades.json").read_text())
     rows = {r["student"]: r for r in data["results"]}
     alice = rows["alice"]
-    assert alice["status"] == "ok" and alice["total"] == alice["max_total"] == 15, alice["notebooks"][0]["notes"]
+    assert alice["status"] == "ok" and (alice["total"], alice["max_total"]) == (POINTS.auto, POINTS.maximum), alice["notebooks"][0]["notes"]
     assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == 0  # the released stub: graded, not died
     bound = alice["notebooks"][0]["memory_bound"]
     start = int(re.search(r"(\d+) MB of address space at start", bound).group(1))

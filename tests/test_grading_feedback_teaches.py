@@ -24,6 +24,7 @@ from course_grader.sandbox import SandboxConfig
 from course_grader.selfcheck import CheckedTest, CheckReport, render_check, self_check
 from course_grader.sinks import terminal_block
 from course_tools.grading_dev.generate import list_assignments
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
@@ -189,7 +190,11 @@ def test_grading_records_and_shows_each_tests_description(graded):
 def test_check_shows_each_tests_description_in_the_learners_language(graded):
     report = graded[1]
     assert report.language == "zh_CN"
-    assert all(t.description and t.lesson == "3" and t.section for t in report.tests)
+    # every auto-graded test describes itself; the written answers (graded by hand) are listed as such
+    points = assignment_points("lesson03_scoring")
+    assert [t.grade_id for t in report.tests if t.kind != "written"] == list(points.tests)
+    assert [t.grade_id for t in report.tests if t.kind == "written"] == list(points.written)
+    assert all(t.description and t.lesson == "3" and t.section for t in report.tests if t.kind != "written")
     out = render_check(report)
     assert "在一个例子上计算缩放点积注意力，与 PyTorch 的实现比较。（见第 3 课第 6 节）" in out
 
@@ -252,11 +257,23 @@ def test_the_check_footer_speaks_to_the_learner(language):
 
 @pytest.mark.sandbox
 def test_extra_biases_are_reported_from_the_learners_side(graded):
+    # graded end to end: the failed test names each extra bias, and PyTorch's "Missing key(s)"
+    # (which reads backwards from the learner's side) is shown nowhere. Which check stops the
+    # biased module first depends on the edition of lesson 3: the grader's reading of
+    # load_state_dict (below) or a public check of the parameter names.
     tests = {t.grade_id: t for t in graded[2].notebooks[0].tests}
+    message = tests["test_additive"].message
     assert not tests["test_additive"].passed
-    assert "your module has parameters the reference doesn't: W_k.bias, W_q.bias, w_v.bias" \
-        in tests["test_additive"].message, tests["test_additive"].message
-    assert "Missing key" not in render_text(graded[2])
+    for bias in ("W_k.bias", "W_q.bias", "w_v.bias"):
+        assert bias in message, message
+    page = render_text(graded[2])
+    assert "Missing key" not in page and "Unexpected key" not in page and "state_dict" not in message
+    # where the reference's weights are loaded into the learner's module, PyTorch's error is turned around
+    with pytest.raises(CheckFailed) as failed:
+        call(nn.Linear(3, 2, bias=True).load_state_dict, nn.Linear(3, 2, bias=False).state_dict(),
+             name="AdditiveAttention")
+    assert "AdditiveAttention: your module has parameters the reference doesn't: bias." in str(failed.value)
+    assert "Missing key" not in str(failed.value)
 
 
 # -- feedback that names the mistake (course_grader.diagnose) --------------------------------------

@@ -26,6 +26,7 @@ from course_grader.nbgrader_export import NbgraderCourse, export_to_nbgrader
 from course_grader.notebook import Assignment
 from course_grader.runner import NotebookResult, SubmissionResult, grade_submission
 from course_grader.runner import TestOutcome as Outcome
+from course_tools.grading_dev.points import assignment_points
 
 TIER = "fast"  # course_tools/tiers.py
 
@@ -226,6 +227,9 @@ def _course(tmp_path: Path) -> tuple[NbgraderCourse, Assignment]:
             gb.add_notebook(nb_name, assignment.name)
             for t in src.tests:
                 gb.add_grade_cell(t.grade_id, nb_name, assignment.name, max_score=t.points, cell_type="code")
+            for w in src.written:  # the written answers, graded by hand (as nbgrader records them)
+                gb.add_grade_cell(w.grade_id, nb_name, assignment.name, max_score=w.points, cell_type=w.cell_type)
+                gb.add_solution_cell(w.grade_id, nb_name, assignment.name)
     return NbgraderCourse(root, "c", db, SOLUTION.parent, root / "submitted", root / "autograded",
                           root / "feedback"), assignment
 
@@ -280,7 +284,7 @@ def test_export_survives_hostile_submission_files_and_copies_no_refused_notebook
     from nbgrader.api import Gradebook
     with Gradebook(course.db_url, course_id="c") as gb:
         sub_h = gb.find_submission(assignment.name, "honest")
-        assert sub_h.score == assignment.max_points
+        assert sub_h.score == assignment_points(SOLUTION).auto  # every test passed; written answers not yet graded
 
 
 @pytest.mark.slow  # an nbgrader gradebook database: several seconds

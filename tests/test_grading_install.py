@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -78,7 +79,8 @@ def test_grading_finds_the_answer_key_by_configuration_or_argument(installed):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"answer key: {course / 'source' / 'lesson03_scoring'}" in proc.stdout
     row = json.loads((course / "grades" / "lesson03_scoring" / "grades.json").read_text())["results"][0]
-    assert row["total"] == row["max_total"]
+    points = assignment_points(solution)  # full marks; the maximum also counts the written (hand-graded) cells
+    assert (row["total"], row["max_total"]) == (points.auto, points.maximum)
     # outside any course: an explicit --answer-key, never the installed package's neighbourhood
     import shutil
     loose = installed["work"] / "loose"

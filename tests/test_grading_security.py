@@ -21,6 +21,7 @@ import pytest
 
 from course_grader import cli
 from course_grader.sandbox import descendants
+from course_tools.grading_dev.points import assignment_points, fmt, dependent_tests
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 pytestmark = [pytest.mark.sandbox]
@@ -28,7 +29,12 @@ pytestmark = [pytest.mark.sandbox]
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 STUB = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
-FULL = 15.0
+#: lesson 3's points, read from its instructor notebook: full marks are its auto-graded points,
+#: the gradebook's maximum also counts its written (hand-graded) cells
+POINTS = assignment_points(SOLUTION)
+FULL = POINTS.auto
+#: the question tests: what a sandbox that dies in (or is killed in) the answers cell loses
+ANSWER_TESTS = dependent_tests(SOLUTION, "answers")
 
 # the listed typical mistake "missing_sqrt": a wrong answer that scores less than full marks
 WRONG_DOT = load_mistakes(SOLUTION.parent)["missing_sqrt"]["replace"]["dot_product_attention"]
@@ -216,7 +222,7 @@ def test_rows_recorded_for_all(graded):
     assert set(graded["rows"]) == expected
     assert list(graded["rows"]) == sorted(expected)  # rows sorted for stable regrades
     for row in graded["rows"].values():
-        assert float(row["max"]) == FULL
+        assert float(row["max"]) == POINTS.maximum
 
 
 def test_solution_full_marks_and_stub_zero(graded):
@@ -261,21 +267,21 @@ def test_infinite_loop_times_out_and_is_recorded(graded):
     assert row["status"] == "timeout"
     assert "did not finish within 6 s" in _feedback(graded, "loop")
     # the loop sat in the masked_softmax cell; after the restart, later cells still ran
-    assert float(row["test_answer_variance"]) == 1
+    assert row["test_answer_variance"] == fmt(POINTS.tests["test_answer_variance"])
 
 
 def test_memory_bomb_is_recorded(graded):
     row = _row(graded, "membomb")
     failed = _failed(graded, "membomb")
-    assert set(failed) == {"test_answer_variance", "test_answer_sqrt", "test_answer_mask"}
-    assert float(row["total"]) == FULL - 3
+    assert set(failed) == set(ANSWER_TESTS) and "test_answer_variance" in failed
+    assert float(row["total"]) == POINTS.without(ANSWER_TESTS) < FULL
 
 
 @pytest.mark.parametrize("student, status", [("osexit", "sandbox died"), ("segfault", "sandbox died")])
 def test_dying_sandbox_is_recorded_and_restarted(graded, student, status):
     row = _row(graded, student)
     assert row["status"] == status
-    assert float(row["total"]) == FULL - 3  # only the answers cell was lost
+    assert float(row["total"]) == POINTS.without(ANSWER_TESTS) < FULL  # only the answers cell was lost
     assert "the sandbox process died" in _feedback(graded, student)
 
 

@@ -26,6 +26,7 @@ from course_grader import cli, sinks
 from course_grader.notebook import Assignment, NotebookError
 from course_grader.runner import NotebookResult, Status, SubmissionResult
 from course_grader.runner import TestOutcome as Outcome
+from course_tools.grading_dev.points import assignment_points, fmt
 from course_tools.grading_dev.testing import write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
@@ -33,6 +34,8 @@ TIER = "fast"  # course_tools/tiers.py
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring"
 NAME = "lesson03_scoring"
+#: lesson 3's points from its instructor notebook: full marks (auto) and the maximum (with the written cells)
+POINTS = assignment_points(SOLUTION)
 
 #: What a hostile string puts on a terminal: OSC 52 (write the clipboard), cursor up + erase
 #: line + a forged line, a carriage return, a C1 CSI, a bidi override.
@@ -248,7 +251,7 @@ def test_the_bytes_graded_are_hashed_recorded_and_exported_not_reread(tmp_path, 
     assert Path(given["scoring"]) != path  # grading read a private copy...
     row = json.loads((out / NAME / "grades.json").read_text())["results"][0]
     assert row["submission_sha256"] == {"scoring": hashlib.sha256(original.encode()).hexdigest()}
-    assert row["total"] == row["max_total"]  # ...of the bytes read before the swap
+    assert (row["total"], row["max_total"]) == (POINTS.auto, POINTS.maximum)  # ...of the bytes read before the swap
 
 
 # -- an interrupted run keeps what was graded, and a re-run resumes ----------------------------
@@ -425,11 +428,12 @@ def test_regrading_into_nbgrader_replaces_the_feedback(tmp_path, _alembic_on_pat
     page = course.feedback / "ann" / NAME / "scoring.html"
     problems: list[str] = []
     assert export_to_nbgrader(course, assignment, [_fake_result(assignment, "ann", passed=False)], problems) == ["ann"]
-    assert "0 / 15" in page.read_text()
+    zero, full = f"0 / {fmt(POINTS.maximum)}", f"{fmt(POINTS.auto)} / {fmt(POINTS.maximum)}"
+    assert zero in page.read_text()
     assert export_to_nbgrader(course, assignment, [_fake_result(assignment, "ann")], problems) == ["ann"], problems
-    assert "15 / 15" in page.read_text() and "0 / 15" not in page.read_text()
+    assert full in page.read_text() and zero not in page.read_text()
     with Gradebook(course.db_url, course_id="c") as gb:
-        assert gb.find_submission(NAME, "ann").score == 15
+        assert gb.find_submission(NAME, "ann").score == POINTS.auto
     assert not problems
 
 
@@ -444,6 +448,9 @@ def test_an_export_failure_exits_non_zero_and_says_so(tmp_path, fake_grading, ca
         gb.add_notebook("scoring", NAME)
         for t in assignment.notebooks["scoring"].tests:
             gb.add_grade_cell(t.grade_id, "scoring", NAME, max_score=t.points, cell_type="code")
+        for w in assignment.notebooks["scoring"].written:  # the written answers, graded by hand
+            gb.add_grade_cell(w.grade_id, "scoring", NAME, max_score=w.points, cell_type=w.cell_type)
+            gb.add_solution_cell(w.grade_id, "scoring", NAME)
     for s in ("ann", "ben"):
         _learner(course / "submitted" / s, NAME, text=_nb("PASS"))
 
@@ -460,7 +467,7 @@ def test_an_export_failure_exits_non_zero_and_says_so(tmp_path, fake_grading, ca
     assert code == 1, err
     assert "ben: not exported" in err and "1 of 2 learner(s) were NOT exported" in err
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id="attention-course") as gb:
-        assert gb.find_submission(NAME, "ann").score == 15
+        assert gb.find_submission(NAME, "ann").score == POINTS.auto
         # ben's new scores were not committed (never new scores beside an old page)
         assert not any(g.auto_score for g in gb.find_submission_notebook("scoring", NAME, "ben").grades)
 

@@ -21,6 +21,7 @@ from course_grader.notebook import (NotebookError, SourceNotebook, load_notebook
                                          release_source, released_written, scan_imports)
 from course_grader.rpc import LearnerError, RemoteObject, Session
 from course_grader.sandbox import SandboxConfig, SandboxDied, descendants, kill_descendants, set_child_subreaper
+from course_tools.grading_dev.points import assignment_points, fmt
 from course_tools.grading_dev.testing import variant, write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
@@ -28,6 +29,8 @@ TIER = "fast"  # course_tools/tiers.py
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 STUB = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
+#: lesson 3's points, read from its instructor notebook (the tests below state their expectations with it)
+POINTS = assignment_points(SOLUTION)
 
 
 # -- checks toolkit ----------------------------------------------------------------------
@@ -286,13 +289,24 @@ def test_kill_descendants_catches_double_forked_setsid_process():
 
 # -- CLI end to end ----------------------------------------------------------------------
 
-WRONG_ANSWERS = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "a"\nANSWER_MASK = "a"'
+#: Appended to the solution's answers cell: question 1 a wrong number (its public part checks only
+#: that it is a number) and question 2 a wrong choice; every other answer stays the solution's.
+WRONG_ANSWERS = 'ANSWER_VARIANCE = VARIANT["d_question"] + 1\nANSWER_SQRT = "a" if ANSWER_SQRT != "a" else "b"'
+WRONG_TESTS = ["test_answer_variance", "test_answer_sqrt"]
+
+
+def _csv_line(student: str, scores: dict[str, str], total: float, pending: float, status: str) -> str:
+    """The gradebook row the grader must write, from lesson 3's columns (``scores``: column ->
+    cell, every other test column its full points, a written column "" (pending))."""
+    cells = [scores.get(c, fmt(POINTS.tests[c]) if c in POINTS.tests else "") for c in POINTS.columns]
+    return ",".join([student, "lesson03_scoring", *cells, fmt(total), fmt(POINTS.maximum),
+                     *([fmt(pending)] if POINTS.written else []), status])
 
 
 @pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys):
     sub = tmp_path / "class"
-    write_notebook(variant(SOLUTION, replace={"answers": WRONG_ANSWERS}), sub / "ben" / "scoring.ipynb")
+    write_notebook(variant(SOLUTION, append={"answers": WRONG_ANSWERS}), sub / "ben" / "scoring.ipynb")
     (sub / "ann.ipynb").write_text("{ not a notebook")
     top = tmp_path / "grades"
     out = top / "lesson03_scoring"  # one folder per assignment
@@ -300,9 +314,14 @@ def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys)
     assert cli.main(args) == 0
     first = (out / "grades.csv").read_text()
     lines = first.splitlines()
-    assert lines[0].startswith("student,assignment,test_masked_softmax_public,")
-    assert lines[1].startswith("ann,lesson03_scoring,0,") and lines[1].endswith(",0,15,invalid notebook")
-    assert lines[2].startswith("ben,lesson03_scoring,1,3,") and lines[2].endswith(",0,0,1,13,15,ok")
+    assert lines[0] == ",".join(["student", "assignment", *POINTS.columns, "total", "max",
+                                 *(["pending_manual"] if POINTS.written else []), "status"])
+    # an unreadable notebook: every column 0 (a written answer too: nothing to grade), nothing pending
+    assert lines[1] == _csv_line("ann", dict.fromkeys(POINTS.columns, "0"), 0, 0, "invalid notebook")
+    # ben: the two wrong answers lose exactly their tests' points; his written answers wait for the teacher
+    ben = POINTS.without(WRONG_TESTS)
+    assert 0 < ben < POINTS.auto
+    assert lines[2] == _csv_line("ben", dict.fromkeys(WRONG_TESTS, "0"), ben, POINTS.manual, "ok")
     assert (out / "feedback" / "ann.html").exists() and (out / "feedback" / "ben.html").exists()
     assert json.loads((out / "grades.json").read_text())["answer_key"]["path"] == str(SOLUTION.parent)
     printed = capsys.readouterr().out
@@ -320,16 +339,19 @@ def test_cli_regrade_is_identical_and_keeps_previous_gradebook(tmp_path, capsys)
     assert cli.main(["lesson05_multihead", str(tmp_path / "class5"), "--out", str(top), "--jobs", "1"]) == 0
     assert (out / "grades.csv").read_text() == first and len(list(out.glob("grades.*.csv"))) == 1
     assert (top / "lesson05_multihead" / "grades.csv").is_file()
+    five = assignment_points("lesson05_multihead")
+    pending = POINTS.manual  # ben's lesson 3 written answers (his lesson 5 stub's are blank: 0, not pending)
+    tail = (lambda p: [fmt(p)]) if pending else (lambda p: [])
     assert (top / "lms_grades.csv").read_text().splitlines() == [
-        "student,lesson03_scoring,lesson05_multihead,total", "ann,0,,0", "ben,13,0,13"]
+        ",".join(["student,lesson03_scoring,lesson05_multihead,total", *(["pending_manual"] if pending else [])]),
+        ",".join(["ann", "0", "", "0", *tail(0)]), ",".join(["ben", fmt(ben), "0", fmt(ben), *tail(pending)])]
     assert (top / "lms_max_points.csv").read_text().splitlines()[1:] == [
-        "lesson03_scoring,15", "lesson05_multihead,13", "total,28"]
+        f"lesson03_scoring,{fmt(POINTS.maximum)}", f"lesson05_multihead,{fmt(five.maximum)}",
+        f"total,{fmt(POINTS.maximum + five.maximum)}"]
 
 
-def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit_tests: dict[str, str] | None = None,
-                      assignment: str = "lesson03_scoring", notebook: str = "scoring") -> Path:
-    """A learner's notebook as a learner has it: the RELEASED notebook (nbgrader checksums,
-    metadata) with the solution cells filled in (from the solution, or ``replace``)."""
+def _solution_code(assignment: str, notebook: str) -> dict[str, str]:
+    """grade id -> the solution's code of each solution cell, as a learner writes it (no markers)."""
     solution = json.loads((ROOT / "solutions" / assignment / f"{notebook}.ipynb").read_text("utf-8"))
     code = {}
     for cell in solution["cells"]:
@@ -337,6 +359,14 @@ def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit
         if meta.get("solution"):
             code[meta["grade_id"]] = "\n".join(line for line in "".join(cell["source"]).split("\n")
                                                if "### " not in line)
+    return code
+
+
+def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit_tests: dict[str, str] | None = None,
+                      assignment: str = "lesson03_scoring", notebook: str = "scoring") -> Path:
+    """A learner's notebook as a learner has it: the RELEASED notebook (nbgrader checksums,
+    metadata) with the solution cells filled in (from the solution, or ``replace``)."""
+    code = _solution_code(assignment, notebook)
     code.update(replace or {})
     code.update(edit_tests or {})
     released = json.loads((ROOT / "exercises" / assignment / f"{notebook}.ipynb").read_text("utf-8"))
@@ -344,9 +374,21 @@ def _learner_notebook(path: Path, *, replace: dict[str, str] | None = None, edit
 
 
 @pytest.mark.sandbox  # runs learner code in bubblewrap
+def _hidden_line(text: str) -> None:
+    """The report names every test with hidden parts and their points (derived from the notebook)."""
+    later = POINTS.of_kind("hidden", "public+hidden")
+    assert later, "lesson 3 has tests with hidden parts"
+    assert (f"{fmt(POINTS.sum(later))} more points come from hidden tests that run only when your teacher grades: "
+            + ", ".join(f"{t} ({fmt(POINTS.tests[t])})" for t in later) + ".") in text, text
+    for t in POINTS.of_kind("hidden"):
+        assert f"[ hidden ] {t} ({fmt(POINTS.tests[t])} points)" in text
+
+
 def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
-    answers = 'ANSWER_VARIANCE = 8\nANSWER_SQRT = "e"\nANSWER_MASK = "c"'
-    nb = _learner_notebook(tmp_path / "mywork" / "scoring.ipynb", replace={"answers": answers})
+    # question 1 a wrong number (passes its public format check), question 2 not one of the choices
+    answers = 'ANSWER_VARIANCE = VARIANT["d_question"] + 1\nANSWER_SQRT = "z"'
+    solved = _solution_code("lesson03_scoring", "scoring")["answers"]
+    nb = _learner_notebook(tmp_path / "mywork" / "scoring.ipynb", replace={"answers": solved + "\n" + answers})
     code = cli.main(["--check", str(nb)])
     text = capsys.readouterr().out
     assert code == 1
@@ -354,35 +396,46 @@ def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
     failed = [line for line in text.splitlines() if "FAIL" in line]
     assert len(failed) == 1 and "test_answer_sqrt" in failed[0] and "not one of the choices" in failed[0]
     # a wrong number passes the public format check, and is not counted as points
-    assert "[  PASS  ] test_answer_variance: public part passed; its 1 point(s) are decided by hidden tests" in text
-    assert "[ hidden ] test_dot_product (3 points)" in text
-    assert "[  PASS  ] test_masked_softmax: public part passed; its 3 point(s) are decided by hidden tests" in text
-    assert "Public checks: 3 of 3 points." in text
-    assert "12 more points come from hidden tests that run only when your teacher grades" in text
-    assert "Maximum grade: 15 points." in text
+    assert POINTS.kinds["test_answer_variance"] == "public+hidden"
+    assert (f"[  PASS  ] test_answer_variance: public part passed; its {fmt(POINTS.tests['test_answer_variance'])} "
+            "point(s) are decided by hidden tests") in text
+    for t in POINTS.of_kind("public+hidden"):
+        if t != "test_answer_sqrt":
+            assert f"[  PASS  ] {t}: public part passed; its {fmt(POINTS.tests[t])} point(s)" in text, t
+    public = POINTS.sum(POINTS.of_kind("public"))
+    assert public > 0 and f"Public checks: {fmt(public)} of {fmt(public)} points." in text
+    _hidden_line(text)
+    assert f"Maximum grade: {fmt(POINTS.maximum)} points." in text
 
 
 @pytest.mark.sandbox  # runs learner code in bubblewrap
 def test_cli_check_catches_missing_sqrt_and_ignores_edited_tests(tmp_path, capsys):
     from course_tools.grading_dev.testing import load_mistakes
-    wrong = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["mask_after_softmax"]["replace"]
-    no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
+    mistakes = load_mistakes(ROOT / "solutions" / "lesson03_scoring")
+    wrong = mistakes["mask_after_softmax"]["replace"]
+    no_sqrt = mistakes["missing_sqrt"]["replace"]
     nb = _learner_notebook(tmp_path / "a" / "scoring.ipynb", replace=no_sqrt)
     assert cli.main(["--check", str(nb)]) == 1
     text = capsys.readouterr().out
-    assert "[  FAIL  ] test_dot_product_public (0/1)" in text and "Public checks: 2 of 3 points." in text
+    public = POINTS.of_kind("public")
+    caught = [t for t in mistakes["missing_sqrt"]["fails"] if t in public]
+    assert "test_dot_product_public" in caught  # a public mistake: a public check catches it
+    for t in caught:
+        assert f"[  FAIL  ] {t} (0/{fmt(POINTS.tests[t])})" in text
+    assert f"Public checks: {fmt(POINTS.sum(public) - POINTS.sum(caught))} of {fmt(POINTS.sum(public))} points." in text
     # mask after the softmax, and the public test that would catch it emptied by the learner
     cheat = {**wrong, "test_masked_softmax_public": "pass"}
     nb = _learner_notebook(tmp_path / "b" / "scoring.ipynb", edit_tests=cheat)
     assert cli.main(["--check", str(nb)]) == 1
     text = capsys.readouterr().out
-    assert "[  ????  ] test_masked_softmax_public (1 points): not checked: this test cell was changed" in text
-    assert "--release" in text and "1 points were not checked: test_masked_softmax_public." in text
+    one = fmt(POINTS.tests["test_masked_softmax_public"])
+    assert f"[  ????  ] test_masked_softmax_public ({one} points): not checked: this test cell was changed" in text
+    assert "--release" in text and f"{one} points were not checked: test_masked_softmax_public." in text
     # with the released notebook, its version of the test runs (and fails)
     release = ROOT / "exercises" / "lesson03_scoring" / "scoring.ipynb"
     assert cli.main(["--check", str(nb), "--release", str(release)]) == 1
     text = capsys.readouterr().out
-    assert "[  FAIL  ] test_masked_softmax_public (0/1)" in text
+    assert f"[  FAIL  ] test_masked_softmax_public (0/{one})" in text
     assert "was modified in your notebook; the original test was run instead" in text
 
 
@@ -400,12 +453,14 @@ def test_cli_check_with_the_source_as_release_runs_public_parts_only(tmp_path, c
     """Given the instructor's source as --release (no checksums, hidden regions), the hidden
     parts are still not run and the report still names them."""
     from course_tools.grading_dev.testing import load_mistakes
-    no_sqrt = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]["replace"]
-    nb = _learner_notebook(tmp_path / "scoring.ipynb", replace=no_sqrt)
+    mistake = load_mistakes(ROOT / "solutions" / "lesson03_scoring")["missing_sqrt"]
+    nb = _learner_notebook(tmp_path / "scoring.ipynb", replace=mistake["replace"])
     assert cli.main(["--check", str(nb), "--release", str(SOLUTION)]) == 1
     text = capsys.readouterr().out
-    assert "[ hidden ] test_dot_product (3 points)" in text  # its hidden part did not run
-    assert "Public checks: 2 of 3 points." in text
+    _hidden_line(text)  # every hidden part is named, not run
+    public = POINTS.of_kind("public")
+    caught = [t for t in mistake["fails"] if t in public]
+    assert f"Public checks: {fmt(POINTS.sum(public) - POINTS.sum(caught))} of {fmt(POINTS.sum(public))} points." in text
 
 
 @pytest.mark.slow  # 3-9 s CPU (measured 2026-11-27): out of the fast tier

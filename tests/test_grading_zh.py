@@ -21,6 +21,7 @@ from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
 from course_grader.selfcheck import render_check, self_check
 from course_tools.grading_dev.generate import generate_exercises, list_assignments
+from course_tools.grading_dev.points import assignment_points, fmt
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 from course_tools.grading_dev.zh import build_chinese
 
@@ -178,7 +179,7 @@ def test_check_in_chinese_for_a_chinese_notebook(same_code_graded, tmp_path):
     assert verdicts["zh"] == verdicts["en"] and not all(p for _, _, p in verdicts["en"])
     out = render_check(reports["zh"])
     assert out.startswith("自查 lesson03_scoring，笔记本 scoring.ipynb：只运行公开的检查")
-    assert "公开检查：得 " in out and "满分：15 分" in out and "未通过" in out
+    assert "公开检查：得 " in out and f"满分：{fmt(assignment_points('lesson03_scoring').maximum)} 分" in out and "未通过" in out
     assert "Self-check" not in out and "Public checks" not in out
     assert render_check(reports["en"]).startswith("Self-check of lesson03_scoring")
     # a hostile language value: English, and the check still runs

@@ -19,12 +19,15 @@ from pathlib import Path
 import pytest
 
 from course_grader import cli
+from course_tools.grading_dev.points import assignment_points, fmt
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 NAME = "lesson03_scoring"
 COURSE_ID = "attention-course"
+#: lesson 3's points from its instructor notebook: full marks (auto) and the maximum (with the written cells)
+POINTS = assignment_points(NAME)
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -104,8 +107,8 @@ def test_class_workflow_into_gradebook_db_and_feedback(course, tmp_path):
     _nbgrader(["fetch_assignment", NAME, *learner_args], student_dir, home)
     fetched = student_dir / NAME / "scoring.ipynb"
     assert not (student_dir / NAME / "mistakes.py").exists()
-    wrong = load_mistakes(ROOT / "solutions" / NAME)["missing_sqrt"]["replace"]
-    _fill(fetched, _learner_code(wrong))
+    mistake = load_mistakes(ROOT / "solutions" / NAME)["missing_sqrt"]
+    _fill(fetched, _learner_code(mistake["replace"]))
     _nbgrader(["submit", NAME, *learner_args], student_dir, home)
     _nbgrader(["collect", NAME], c, home)
     student = next(p.name for p in (c / "submitted").iterdir())
@@ -115,7 +118,9 @@ def test_class_workflow_into_gradebook_db_and_feedback(course, tmp_path):
     out = tmp_path / "grades"
     assert cli.main([NAME, str(c / "submitted"), "--out", str(out), "--jobs", "1", "--to-nbgrader", "--quiet"]) == 0
     ours = {r["student"]: r for r in csv.DictReader((out / NAME / "grades.csv").open())}
-    assert ours[student]["total"] == "11" and ours[student]["max"] == "15"  # missing sqrt: 4 points lost
+    total = POINTS.without(mistake["fails"])  # missing sqrt: the points of the tests that catch it are lost
+    assert 0 < total < POINTS.auto
+    assert ours[student]["total"] == fmt(total) and ours[student]["max"] == fmt(POINTS.maximum)
     recorded = json.loads((out / NAME / "grades.json").read_text())["answer_key"]
     assert Path(recorded["path"]) == (c / "source" / NAME).resolve()  # the course's source, not the repo's
 
@@ -123,13 +128,13 @@ def test_class_workflow_into_gradebook_db_and_feedback(course, tmp_path):
     _nbgrader(["export", "--to", str(tmp_path / "export.csv")], c, home)
     exported = {r["student_id"]: r for r in csv.DictReader((tmp_path / "export.csv").open())
                 if r["assignment"] == NAME}
-    assert float(exported[student]["score"]) == 11.0 and float(exported[student]["max_score"]) == 15.0
+    assert float(exported[student]["score"]) == total and float(exported[student]["max_score"]) == POINTS.maximum
     _nbgrader(["release_feedback", NAME], c, home)
     _nbgrader(["fetch_feedback", NAME, *learner_args], student_dir, home)
     pages = list((student_dir / NAME / "feedback").rglob("*.html"))
     assert len(pages) == 1
     page = pages[0].read_text("utf-8")
-    assert "11 / 15" in page and "BEGIN HIDDEN TESTS" not in page and "_RefDotProduct" not in page
+    assert f"{fmt(total)} / {fmt(POINTS.maximum)}" in page and "BEGIN HIDDEN TESTS" not in page and "_RefDotProduct" not in page
     assert not list((c / "feedback").rglob("mistakes.py"))
 
 
@@ -153,17 +158,17 @@ def test_stderr_never_fails_a_cell(course, tmp_path):
     assert cli.main([NAME, str(tmp_path / "class"), "--out", str(out), "--jobs", "1", "--quiet",
                      "--answer-key", str(c / "source" / NAME)]) == 0
     row = next(csv.DictReader((out / NAME / "grades.csv").open()))
-    assert row["total"] == row["max"] == "15"
+    assert (row["total"], row["max"]) == (fmt(POINTS.auto), fmt(POINTS.maximum))
     # nbgrader autograde (its kernels get the same setting) gives full marks too
     write_notebook(json.loads(notebook.read_text("utf-8")), c / "submitted" / "noisy" / NAME / "scoring.ipynb")
     _nbgrader(["autograde", NAME, "--student", "noisy", "--create", "--force"], c, home)
     from nbgrader.api import Gradebook
     with Gradebook(f"sqlite:///{c / 'gradebook.db'}", course_id=COURSE_ID) as gb:
-        assert gb.find_submission(NAME, "noisy").score == 15
+        assert gb.find_submission(NAME, "noisy").score == POINTS.auto
 
 
 def test_answer_key_follows_the_course_source(tmp_path, capsys):
-    """An edited source/ in a teacher's course is the answer key (one test worth 2 points: max 16);
+    """An edited source/ in a teacher's course is the answer key (one test worth 1 point more);
     --answer-key overrides it; both are printed and recorded."""
     course = tmp_path / "course"
     assert cli.main(["init-course", str(course), NAME, "--from", str(ROOT / "solutions")]) == 0
@@ -171,7 +176,7 @@ def test_answer_key_follows_the_course_source(tmp_path, capsys):
     nb = json.loads(src.read_text("utf-8"))
     for cell in nb["cells"]:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_masked_softmax_public":
-            cell["metadata"]["nbgrader"]["points"] = 2
+            cell["metadata"]["nbgrader"]["points"] = POINTS.tests["test_masked_softmax_public"] + 1
     src.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     sub = course / "submitted" / "ann" / NAME
     write_notebook(variant(ROOT / "solutions" / NAME / "scoring.ipynb"), sub / "scoring.ipynb")
@@ -181,14 +186,14 @@ def test_answer_key_follows_the_course_source(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"answer key: {(course / 'source' / NAME).resolve()} (the nbgrader course at" in printed
     row = next(csv.DictReader((out / NAME / "grades.csv").open()))
-    assert row["max"] == row["total"] == "16"
+    assert (row["total"], row["max"]) == (fmt(POINTS.auto + 1), fmt(POINTS.maximum + 1))
     # an explicit answer key wins, and a second run keeps the first gradebook
     assert cli.main([NAME, str(course / "submitted"), "--out", str(out), "--jobs", "1",
                      "--answer-key", str(ROOT / "solutions" / NAME)]) == 0
     printed = capsys.readouterr().out
     assert f"answer key: {ROOT / 'solutions' / NAME} (given with --answer-key)" in printed
     row = next(csv.DictReader((out / NAME / "grades.csv").open()))
-    assert row["max"] == "15"
+    assert row["max"] == fmt(POINTS.maximum)
     assert json.loads((out / NAME / "grades.json").read_text())["answer_key"]["origin"] == "given with --answer-key"
     assert len(list((out / NAME).glob("grades.*.csv"))) == 1  # the first run's gradebook, kept
 

@@ -7,6 +7,9 @@
   (for tests that need them before the translations are finished);
 * :mod:`course_tools.grading_dev.testing` - build learner notebooks from a solution (``variant``,
   ``write_notebook``) and read ``solutions/<assignment>/mistakes.py`` (``load_mistakes``);
+* :mod:`course_tools.grading_dev.points` - an assignment's points (auto-graded, written, per test, public or
+  hidden) and its cells by grade id or by the name they define, read from the instructor's notebook, so that
+  grader tests state their expectations without hard-coding one edition of an assignment;
 * :mod:`course_tools.grading_dev.fairness` - run an instructor's notebook's test cells under many seeds
   (the fairness tests).
 

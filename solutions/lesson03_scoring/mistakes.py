@@ -7,9 +7,16 @@ seed (tests/test_grading_fairness.py). ``"public": True`` marks the common mista
 public checks alone (the learner's ``course-grade --check``) must catch.
 """
 
+import json
 from pathlib import Path
 
 from course_tools.grading_dev.testing import trivial_mistakes
+
+_NOTEBOOK = json.loads((Path(__file__).parent / "scoring.ipynb").read_text("utf-8"))
+_SOLUTIONS = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]).replace("    ### BEGIN SOLUTION\n", "").replace(
+    "    ### END SOLUTION\n", "").replace("### BEGIN SOLUTION\n", "").replace("### END SOLUTION\n", "")
+    for c in _NOTEBOOK["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+_ATTEND, _EXPERIMENT = _SOLUTIONS["attend"], _SOLUTIONS["experiment"]
 
 MISTAKES = {
     "missing_sqrt": {
@@ -132,8 +139,82 @@ class AdditiveAttention(nn.Module):
 ANSWER_VARIANCE = 8  # sqrt(64), not the variance
 ANSWER_SQRT = "a"
 ANSWER_MASK = "c"
+ANSWER_BUG = "a"
 '''},
-        "fails": ["test_answer_variance", "test_answer_sqrt", "test_answer_mask"],
+        "fails": ["test_answer_variance", "test_answer_sqrt", "test_answer_mask", "test_answer_bug"],
+    },
+    # section 4, the transfer task
+    "attend_padding_mask_inverted": {
+        "replace": {"attend": _ATTEND.replace("allowed & ~key_padding_mask[:, None, :]",
+                                              "allowed & key_padding_mask[:, None, :]")},
+        "fails": ["test_attend_public", "test_attend"],
+        "hint": "your weights equal attention that keeps exactly the keys key_padding_mask marks True: in PyTorch's "
+                "convention True means a padded key, to be masked out (negate it to get 'may attend')",
+        "lesson": "5",
+        "section": 5,
+        "public": True,
+    },
+    "attend_causal_not_aligned": {
+        "replace": {"attend": _ATTEND.replace("offset = num_keys - num_queries", "offset = 0")},
+        "fails": ["test_attend_public", "test_attend"],
+        "hint": "your weights equal a causal mask that puts query i at position i: when there are fewer queries than "
+                "keys, the queries are the last Q positions, so query i may attend to keys j <= i + K - Q",
+        "lesson": "9",
+        "section": 4,
+        "public": True,
+    },
+    "attend_nan_without_keys": {
+        "replace": {"attend": _ATTEND.replace("torch.finfo(scores.dtype).min", "float('-inf')").replace(
+            "    weights = weights.masked_fill(~allowed, 0.0)  # a row with no allowed key: all zeros\n", "")},
+        "fails": ["test_attend"],
+        "hint": "your weights are NaN for a query whose keys are all padded: a softmax over only -inf is 0/0; fill "
+                "forbidden scores with a finite very negative number and set forbidden weights to 0 after the softmax",
+        "lesson": "3",
+        "section": 3,
+        "public": True,
+    },
+    # section 5, the debugging task
+    "debug_left_unfixed": {
+        "replace": {"stable_masked_softmax": '''
+def stable_masked_softmax(scores, valid_lens=None):
+    weights = torch.exp(scores)  # the colleague's code, copied unchanged
+    if valid_lens is not None:
+        lens = valid_lens.reshape(len(valid_lens), -1)
+        keep = torch.arange(scores.shape[-1])[None, None, :] < lens[:, :, None]
+        weights = weights * keep
+    return weights / weights.sum(dim=-1, keepdim=True)
+'''},
+        "fails": ["test_stable_softmax"],
+        "hint": "your weights are NaN for large scores, as the colleague's are: exp overflows to inf above about 88 in "
+                "float32; subtract each row's largest kept score before exp",
+        "lesson": "9",
+        "section": 2,
+    },
+    "debug_max_over_all_keys": {
+        "replace": {"stable_masked_softmax": '''
+def stable_masked_softmax(scores, valid_lens=None):
+    shifted = scores - scores.amax(dim=-1, keepdim=True)  # the max over every key, padded ones too
+    weights = torch.exp(shifted)
+    if valid_lens is not None:
+        lens = valid_lens.reshape(len(valid_lens), -1)
+        keep = torch.arange(scores.shape[-1])[None, None, :] < lens[:, :, None]
+        weights = weights * keep
+    return weights / weights.sum(dim=-1, keepdim=True)
+'''},
+        "fails": ["test_stable_softmax"],
+        "hint": "your weights are NaN when a padded key holds the row's largest score: you subtract the maximum over "
+                "every key, so the kept ones all underflow to 0; subtract the largest kept score instead",
+        "lesson": "9",
+        "section": 2,
+    },
+    # section 6, the experiment
+    "experiment_scaled_by_d": {
+        "replace": {"experiment": _EXPERIMENT.replace("_raw / math.sqrt(_d)", "_raw / _d")},
+        "fails": ["test_experiment_peak"],
+    },
+    "experiment_swapped": {
+        "replace": {"experiment": _EXPERIMENT + "\nANSWER_PEAK_RAW, ANSWER_PEAK_SCALED = ANSWER_PEAK_SCALED, ANSWER_PEAK_RAW\n"},
+        "fails": ["test_experiment_peak"],
     },
 }
 

@@ -9,7 +9,7 @@ public checks alone (the learner's ``course-grade --check``) must catch.
 
 from pathlib import Path
 
-from course_tools.grading_dev.testing import trivial_mistakes
+from course_tools.grading_dev.testing import solution_editor, trivial_mistakes
 
 _SPLIT_MERGE = '''
 def split_heads(x, num_heads):
@@ -35,6 +35,13 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.attention_weights = None
 '''
+
+
+_fused = solution_editor(Path(__file__).parent / "multihead.ipynb")
+
+
+def _fused_edit(*changes: tuple[str, str]) -> dict[str, str]:
+    return _fused("fused_attention", *changes)
 
 
 def _mha(body: str) -> str:
@@ -196,7 +203,30 @@ ANSWER_COMBINE = "a"
 '''},
         "fails": ["test_answer_params", "test_answer_head_size", "test_answer_combine"],
     },
+    # section 3, the transfer task
+    "fused_chunks_in_wrong_order": {
+        # takes the first third of the fused projection as the keys: PyTorch's order is q, k, v
+        "replace": _fused_edit(("q, k, v = self.qkv_proj(x).chunk(3, dim=-1)", "k, q, v = self.qkv_proj(x).chunk(3, dim=-1)")),
+        "fails": ["test_fused"],
+        "hint": "your fused layer equals one that reads the keys from the first third of qkv_proj: the rows are "
+                "queries, then keys, then values (PyTorch's in_proj_weight order)",
+        "lesson": "5",
+        "section": 5,
+        "public": True,
+    },
+    "fused_load_forgets_out_proj": {
+        # load_unfused copies the three input projections but not the output projection
+        "replace": _fused_edit(("            self.out_proj.load_state_dict(mha.out_proj.state_dict())\n", "")),
+        "fails": ["test_fused"],
+        # no hint: the output projection left at its random initialisation gives outputs no replay can match
+    },
 }
+
+# The fused module calls the learner's split_heads and merge_heads, and its hidden test builds the learner's
+# MultiHeadAttention: a mistake in those may fail it too.
+for _m in MISTAKES.values():
+    if set(_m["replace"]) & {"split_merge", "multihead_attention"}:
+        _m["may_fail"] = sorted(set(_m.get("may_fail", [])) | {"test_fused"})
 
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.

@@ -90,6 +90,11 @@ MISTAKES = {
         # forgets model.reorder_state: each row continues from its own old state, not its parent's
         "replace": _edit("beam_search", ("        state = model.reorder_state(state, index)\n", "")),
         "fails": ["test_beam_search"],
+        "hint": "your search equals one whose decoder state does not follow its beams: after each step, reorder the "
+                "state with the parents' rows (model.reorder_state(state, index), the index of part 2)",
+        "lesson": "11",
+        "section": 4,
+        "public": True,  # the ASTRAY example of test_beam_search's public part
     },
     "softmax_not_log_softmax": {
         # adds probabilities instead of log-probabilities
@@ -123,7 +128,45 @@ ANSWER_ROWS = 4  # W, not B * W
 '''},
         "fails": ["test_answer_width1", "test_answer_rows"],
     },
+    # section 4, the transfer task
+    "block_last_n_tokens": {
+        # matches the last n tokens (not n - 1) against the n-grams' beginnings
+        "replace": _edit("block_repeats", ("prefix = h[T - (n - 1):] if n > 1 else []", "prefix = h[T - n:]"),
+                         ("if h[s:s + n - 1] == prefix:", "if h[s:s + n] == prefix:")),
+        "fails": ["test_block_repeats"],
+        "hint": "your blocked tokens equal those of a prefix of n tokens: an n-gram is the last n - 1 tokens plus "
+                "the candidate, so compare the last n - 1 tokens with each n-gram's first n - 1",
+        "lesson": "11",
+        "section": 4,
+        "public": True,
+    },
+    "block_every_seen_token": {
+        # blocks every token already generated, whatever n (the n = 1 rule)
+        "replace": _edit("block_repeats", ("            prefix = h[T - (n - 1):] if n > 1 else []\n"
+                                           "            for s in range(T - n + 1):\n"
+                                           "                if h[s:s + n - 1] == prefix:\n"
+                                           "                    out[b, w, h[s + n - 1]] = -math.inf\n",
+                                           "            for t in h:\n"
+                                           "                out[b, w, t] = -math.inf\n")),
+        "fails": ["test_block_repeats"],
+        "hint": "your blocked tokens equal every token already generated: that is the rule for n = 1 only; for "
+                "n > 1 block a token only when it would complete an n-gram that already occurred",
+        "lesson": "11",
+        "section": 4,
+        "public": True,
+    },
+    # section 5, the experiment
+    "experiment_swapped": {
+        "replace": _edit("experiment", ("ANSWER_MEAN_LEN_0, ANSWER_MEAN_LEN_1 = _lengths",
+                                        "ANSWER_MEAN_LEN_1, ANSWER_MEAN_LEN_0 = _lengths")),
+        "fails": ["test_experiment_lengths"],
+    },
 }
+
+# The experiment runs the learner's own beam_search: a mistake in the search may change its figures.
+for _m in MISTAKES.values():
+    if set(_m["replace"]) & {"beam_step", "beam_search"}:
+        _m["may_fail"] = sorted(set(_m.get("may_fail", [])) | {"test_experiment_lengths"})
 
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.
