@@ -175,6 +175,11 @@ TABLES: dict[str, dict[str, list[Any]]] = {
         # Question 2: causal attention over causal_T positions in 128 x 128 tiles: n = causal_T / 128 tiles
         # per side, n (n + 1) / 2 of them on or below the diagonal
         "causal_T": [128 * n for n in (6, 7, 8, 9, 10, 11, 12, 14, 16)],
+        # the experiment: the mean cosine between x and x rotated by n positions, for head size rope_D, at a
+        # near and a far distance (their figures differ by more than the 0.02 tolerance between variants)
+        "rope": [{"rope_D": d, "rope_near": a, "rope_far": b} for d, a, b in
+                 [(64, 2, 500), (32, 3, 1000), (128, 4, 200), (64, 3, 200), (128, 2, 1000), (32, 4, 500),
+                  (96, 3, 500), (48, 2, 1000)]],
     },
     "lesson10_vit": {
         # the public checks: a grid of check_rows x check_cols patches (at least 2 x 2, not square) and a

@@ -37,7 +37,7 @@ class MultiHeadAttention(nn.Module):
 '''
 
 
-_fused = solution_editor(Path(__file__).parent / "multihead.ipynb")
+_fused = _edit = solution_editor(Path(__file__).parent / "multihead.ipynb")
 
 
 def _fused_edit(*changes: tuple[str, str]) -> dict[str, str]:
@@ -150,9 +150,6 @@ def merge_heads(x):
         "hint": "your layer equals one that reads True in key_padding_mask as \"may attend\": in PyTorch's convention True means padding, which gets no weight",
         "lesson": "5",
         "section": 5,
-        "hint": "your layer equals one that reads True in key_padding_mask as \"may attend\": in PyTorch's convention True means padding, which gets no weight",
-        "lesson": "5",
-        "section": 5,
         "public": True,
     },
     "mask_after_softmax": {
@@ -220,13 +217,50 @@ ANSWER_COMBINE = "a"
         "fails": ["test_fused"],
         # no hint: the output projection left at its random initialisation gives outputs no replay can match
     },
+    # section 4, the debugging task
+    "debug_left_unfixed": {
+        # the colleague's repeat: sequence b's mask lands on rows h * B + b, the heads sit at rows b * H + h
+        "replace": _edit("heads_attention", (
+            "key_padding_mask.repeat_interleave(num_heads, dim=0)", "key_padding_mask.repeat(num_heads, 1)")),
+        "fails": ["test_heads_attention"],
+        "hint": "your output equals the colleague's: repeat(num_heads, 1) gives head h of sequence b the mask of another "
+                "sequence; the heads of sequence b are rows b * H ... b * H + H - 1, so repeat each mask with "
+                "repeat_interleave(num_heads, dim=0)",
+        "lesson": "5",
+        "section": 3,
+    },
+    "debug_mask_on_queries": {
+        # the mask broadcast over the keys' axis: it hides padded queries (rows of -inf: NaN) instead of keys
+        "replace": _edit("heads_attention", ("scores.masked_fill(mask[:, None, :]", "scores.masked_fill(mask[:, :, None]")),
+        "fails": ["test_heads_attention"],
+        "public": True,
+    },
+    "debug_wrong_cause": {
+        "replace": {"answer_heads_bug": 'ANSWER_HEADS_BUG = "a"\n'},
+        "fails": ["test_answer_heads_bug"],
+    },
+    # section 5, the experiment
+    "experiment_rank_of_all_heads": {
+        # head 0's rank taken from the whole (T, E) queries and keys: a single head's, T
+        "replace": _edit("experiment", (
+            "split_heads(_q, _H)[0, 0] @ split_heads(_k, _H)[0, 0].T", "_q[0] @ _k[0].T")),
+        "fails": ["test_experiment_rank"],
+    },
+    "experiment_swapped": {
+        "replace": _edit("experiment", (
+            "del _x, _wq, _wk, _q, _k, _scores_head",
+            "del _x, _wq, _wk, _q, _k, _scores_head\nANSWER_RANK_HEAD, ANSWER_RANK_ONE_HEAD = ANSWER_RANK_ONE_HEAD, ANSWER_RANK_HEAD")),
+        "fails": ["test_experiment_rank"],
+    },
 }
 
 # The fused module calls the learner's split_heads and merge_heads, and its hidden test builds the learner's
-# MultiHeadAttention: a mistake in those may fail it too.
+# MultiHeadAttention: a mistake in those may fail it too; the experiment calls split_heads.
 for _m in MISTAKES.values():
     if set(_m["replace"]) & {"split_merge", "multihead_attention"}:
         _m["may_fail"] = sorted(set(_m.get("may_fail", [])) | {"test_fused"})
+    if "split_merge" in _m["replace"]:
+        _m["may_fail"] = sorted(set(_m["may_fail"]) | {"test_experiment_rank"})
 
 # Issue 29: every trivial function (zeros, identity, sign flip, a constant, an empty module, None) in
 # place of each graded function and class: no test may give one a point.

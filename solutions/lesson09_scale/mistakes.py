@@ -153,6 +153,77 @@ MISTAKES = {
         "section": 4,
         "public": True,
     },
+    # part 5, the transfer task (ALiBi)
+    "alibi_slopes_reversed": {
+        # head index 0 gets the gentlest slope 2^-8 instead of the steepest 2^(-8/H)
+        "replace": _edit("alibi", ("torch.arange(1, num_heads + 1, dtype=torch.float64)",
+                                   "torch.arange(num_heads, 0, -1, dtype=torch.float64)")),
+        "fails": ["test_alibi_public", "test_alibi"],
+        "hint": "your ALiBi heads equal ones whose slopes run in the reverse order: head index 0 has the steepest "
+                "slope 2^(-8/H), the last head the gentlest 2^(-8)",
+        "lesson": "9",
+        "section": 5,
+        "public": True,
+    },
+    "alibi_bias_added": {
+        # + m (p - j): far keys are favoured instead of penalised
+        "replace": _edit("alibi", ("bias = (-slopes[:, None, None]", "bias = (slopes[:, None, None]")),
+        "fails": ["test_alibi_public", "test_alibi"],
+        "hint": "your ALiBi scores equal ones where the distance is added instead of subtracted: a key further back "
+                "must get a lower score, -m_h (p_i - j)",
+        "lesson": "9",
+        "section": 5,
+        "public": True,
+    },
+    "alibi_queries_at_the_start": {
+        # query i placed at position i: right for Q = K only, wrong for a decoding step over a cache
+        "replace": _edit("alibi", ("torch.arange(num_keys - num_queries, num_keys)[:, None]",
+                                   "torch.arange(num_queries)[:, None]")),
+        "fails": ["test_alibi_public", "test_alibi"],
+        "hint": "your ALiBi attention equals one that puts query i at position i: the queries are the last Q "
+                "positions, K - Q + i, as in a decoding step over a cache",
+        "lesson": "9",
+        "section": 5,
+        "public": True,
+    },
+    "alibi_not_causal": {
+        # the penalty |p - j| on both sides, no mask: keys after the query get weight
+        "replace": _edit("alibi", (
+            "(query_pos - key_pos).to(torch.float64)", "(query_pos - key_pos).abs().to(torch.float64)"), (
+            "    scores = scores.masked_fill(key_pos > query_pos, float(\"-inf\"))  # no key after the query\n", "")),
+        "fails": ["test_alibi_public", "test_alibi"],
+        "public": True,
+    },
+    # part 6, the debugging task
+    "debug_rope_left_unfixed": {
+        "replace": _edit("rotary_decode", ("position = torch.tensor([cache_k.shape[-2]])", "position = 1")),
+        "fails": ["test_rotary_decode"],
+        "hint": "your decoding step equals the colleague's: the new token is rotated as if it stood at position 0; "
+                "rotate its query and key at its position P = cache_k.shape[-2] (rotary_cos_sin(torch.tensor([P]), D))",
+        "lesson": "9",
+        "section": 5,
+    },
+    "debug_rope_query_not_rotated": {
+        # the key rotated at P, the query left as it is: the score no longer depends on the distance only
+        "replace": _edit("rotary_decode", ("q, k = rope(q_new, cos, sin), rope(k_new, cos, sin)",
+                                           "q, k = q_new, rope(k_new, cos, sin)")),
+        "fails": ["test_rotary_decode"],
+    },
+    "debug_rope_wrong_cause": {
+        "replace": {"answer_rope_bug": 'ANSWER_ROPE_BUG = "d"\n'},
+        "fails": ["test_answer_rope_bug"],
+    },
+    # part 7, the experiment
+    "experiment_not_normalised": {
+        # x . R_n x without dividing by |x|^2: about D times the cosine
+        "replace": _edit("experiment", ("((_x * _rot).sum(dim=-1) / (_x * _x).sum(dim=-1)).mean()",
+                                        "(_x * _rot).sum(dim=-1).mean()")),
+        "fails": ["test_experiment_rope"],
+    },
+    "experiment_swapped": {
+        "replace": _edit("experiment", ("ANSWER_ROPE_NEAR, ANSWER_ROPE_FAR = _sims", "ANSWER_ROPE_FAR, ANSWER_ROPE_NEAR = _sims")),
+        "fails": ["test_experiment_rope"],
+    },
     "wrong_answers": {
         "replace": {"answers": '''
 ANSWER_KV_BYTES = 2 * 24 * 16 * 64 * 2
