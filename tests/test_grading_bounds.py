@@ -23,6 +23,7 @@ import pytest
 
 from course_grader.notebook import Assignment
 from course_grader.sandbox import SandboxConfig
+from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
 TIER = "fast"  # course_tools/tiers.py
@@ -175,7 +176,10 @@ def test_a_learner_whose_values_stall_decoding_is_killed_at_the_budget(tmp_path)
     # checked between steps) may stop it first, before any stalling reply: either way bounded
     notes = bad.notebooks[0].notes
     assert not any("time budget" in note for note in notes) or any("time budget of 25 s" in n for n in notes), notes
-    assert good.total == good.max_total == assignment.max_points and str(good.status) == "ok"
+    # full marks: every auto-graded point; the written cells wait for the teacher (in the maximum)
+    points = assignment_points(SOLUTION)
+    assert good.total == points.auto and good.max_total == assignment.max_points == points.maximum, good
+    assert str(good.status) == "ok"
     assert learner_budget(assignment, config, grace) == 25.0
     # two workers' and fork servers' start-up, the classmate, and 25 s for the attacker
     assert elapsed < 400, elapsed
