@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from course_grader.sandbox import (BWRAP_ENV, IsolationUnavailable, Sandbox, San
 pytestmark = [pytest.mark.sandbox]
 
 ROOT = Path(__file__).resolve().parents[1]
+# A checkout under /tmp (a clone made there) has its library bound read-only into the sandbox's own
+# /tmp, so that /tmp holds the path's first folder, and nothing else.
+_UNDER_TMP = sorted({Path(p).relative_to("/tmp").parts[0] for p in (str(ROOT), sys.prefix)
+                     if Path(p).is_relative_to("/tmp")})
 SOLUTION = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
 
 
@@ -145,7 +150,7 @@ for d in ("/tmp", "/var/tmp", "/dev/shm"):
     open(d + "/left-behind", "w").write("x")
 """)
     assert "proc []" in out
-    assert "tmp [] [] []" in out
+    assert f"tmp {_UNDER_TMP} [] []" in out
     seen = out.split("root ")[1].splitlines()[0]
     assert "solutions" not in seen and "tests" not in seen and "course_lib" in seen
     assert "home /tmp" in out
@@ -153,7 +158,7 @@ for d in ("/tmp", "/var/tmp", "/dev/shm"):
     again = Session(SandboxConfig(cell_timeout=30, call_timeout=20))
     again.start()
     try:
-        assert "tmp [] [] []" in _run(again, 'import os; print("tmp", os.listdir("/tmp"), os.listdir("/var/tmp"), '
+        assert f"tmp {_UNDER_TMP} [] []" in _run(again, 'import os; print("tmp", os.listdir("/tmp"), os.listdir("/var/tmp"), '
                                              'os.listdir("/dev/shm"))')
     finally:
         again.close()
