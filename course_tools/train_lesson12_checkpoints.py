@@ -30,7 +30,6 @@ as the shipped checkpoints (``tests/test_lesson12_checkpoints.py``).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from dataclasses import asdict
@@ -39,6 +38,7 @@ from typing import Any
 
 import torch
 
+from course_lib.checkpoints import vocab_hash
 from course_lib.bpe import BPE
 from course_lib.data import build_vocabs, make_translation_loader
 from course_lib.fra_eng import load_sample, near_duplicate_key, split_pairs
@@ -78,12 +78,6 @@ def prepare(seed: int = 0) -> dict[str, Any]:
     }
     return {"token_pairs": token_pairs, "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "recipes": recipes,
             "seed": seed, "vocab_hash": vocab_hash(src_vocab, tgt_vocab)}
-
-
-def vocab_hash(src_vocab: Any, tgt_vocab: Any) -> str:
-    """A short hash of both vocabularies' token lists (a checkpoint is only valid with these)."""
-    text = "\n".join(src_vocab.idx_to_token) + "\n\n" + "\n".join(tgt_vocab.idx_to_token)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def train_one(data: dict[str, Any], name: str, *, steps: int | None = None,
