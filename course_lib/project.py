@@ -109,10 +109,16 @@ class ProjectConfig:
 
 def _number(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"project config: {name} must be a number, got {type(value).__name__} {value!r}")
+        raise ValueError(f"project config: {name} must be a number, got {type(value).__name__} {_shown(value)}")
     if not math.isfinite(value):
-        raise ValueError(f"project config: {name} must be finite, got {value!r}")
+        raise ValueError(f"project config: {name} must be finite, got {_shown(value)}")
     return float(value)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a learner's value is echoed, never in full."""
+    text = repr(value) if not isinstance(value, str) or len(value) <= limit else repr(value[:limit])
+    return text if len(text) <= limit + 2 else text[:limit] + "..."
 
 
 def check_config(config: Mapping[str, Any]) -> ProjectConfig:
@@ -135,7 +141,8 @@ def check_config(config: Mapping[str, Any]) -> ProjectConfig:
     keys = set(config)
     unknown = sorted(map(str, keys - set(CHOICES)))
     if unknown:
-        raise ValueError(f"project config: unknown key(s) {unknown}: the training budget ({BUDGET_EXAMPLES:,} "
+        shown = "[" + ", ".join(_shown(k) for k in unknown[:5]) + (f", and {len(unknown) - 5} more" if len(unknown) > 5 else "") + "]"
+        raise ValueError(f"project config: unknown key(s) {shown}: the training budget ({BUDGET_EXAMPLES:,} "
                          "sentence pairs) and the seed are fixed by the grader, not chosen; the keys are "
                          f"{sorted(CHOICES)}")
     missing = sorted(set(CHOICES) - keys)
@@ -146,21 +153,21 @@ def check_config(config: Mapping[str, Any]) -> ProjectConfig:
         value = config[name]
         if isinstance(allowed[0], str):
             if not isinstance(value, str) or value not in allowed:
-                raise ValueError(f"project config: {name} must be one of {list(allowed)}, got {value!r}")
+                raise ValueError(f"project config: {name} must be one of {list(allowed)}, got {_shown(value)}")
             values[name] = str(value)
         elif isinstance(allowed[0], int) and len(allowed) > 2:
             number = _number(name, value)
             if number not in allowed:
-                raise ValueError(f"project config: {name} must be one of {list(allowed)}, got {value!r}")
+                raise ValueError(f"project config: {name} must be one of {list(allowed)}, got {_shown(value)}")
             values[name] = int(number)
         else:
             number = _number(name, value)
             low, high = allowed
             if not low <= number <= high:
-                raise ValueError(f"project config: {name} must be between {low} and {high}, got {value!r}")
+                raise ValueError(f"project config: {name} must be between {low} and {high}, got {_shown(value)}")
             values[name] = int(number) if isinstance(low, int) and isinstance(high, int) else number
             if isinstance(low, int) and isinstance(high, int) and number != int(number):
-                raise ValueError(f"project config: {name} must be a whole number, got {value!r}")
+                raise ValueError(f"project config: {name} must be a whole number, got {_shown(value)}")
     if values["d_model"] % values["num_heads"]:
         raise ValueError(f"project config: d_model ({values['d_model']}) must be divisible by num_heads "
                          f"({values['num_heads']})")

@@ -86,3 +86,14 @@ def test_the_held_back_pairs_are_in_no_released_file():
         assert not leaked, f"{path.relative_to(ROOT)} holds held-back sentences: {leaked[:3]}"
     nothing_in_dev = {near_duplicate_key(en) for en, _ in project.dev_pairs()} & {near_duplicate_key(en) for en, _ in held}
     assert not nothing_in_dev
+
+
+def test_a_learners_keys_and_values_are_echoed_bounded():
+    # the message reaches the feedback page, --check and grades.json: never a learner's megabyte
+    huge = "k" * 100_000
+    with pytest.raises(ValueError) as err:
+        project.check_config({**project.BASELINE, **{f"{huge}{i}": 1 for i in range(50)}})
+    assert len(str(err.value)) < 1_000 and "and 45 more" in str(err.value)
+    with pytest.raises(ValueError) as err:
+        project.check_config({**project.BASELINE, "schedule": huge})
+    assert len(str(err.value)) < 400 and "must be one of ['constant', 'cosine']" in str(err.value)
