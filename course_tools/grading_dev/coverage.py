@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_tools.grading_dev.points import cell_source
+
 __all__ = ["CellPoints", "Coverage", "coverage", "time_estimate", "public_part", "has_public_check"]
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
@@ -65,11 +67,6 @@ class Coverage:
         return sum(c.points for c in self.cells)
 
 
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return src if isinstance(src, str) else "".join(src)
-
-
 def public_part(source: str) -> str:
     """The part of a test cell's source a learner sees: everything before the hidden marker."""
     return source.split(HIDDEN_BEGIN, 1)[0]
@@ -108,7 +105,7 @@ def coverage(notebook: str | Path | dict) -> Coverage:
         if "points" not in meta:
             raise ValueError(f"{name}: graded cell {meta.get('grade_id')!r} has no points: give it nbgrader "
                              "metadata 'points'")
-        src = _source(cell)
+        src = cell_source(cell)
         cells.append(CellPoints(str(meta.get("grade_id")), float(meta["points"]),
                                 code=ANSWER_NAME.search(src) is None, public=has_public_check(src)))
     return Coverage(name, tuple(cells))
@@ -119,7 +116,7 @@ def time_estimate(notebook: str | Path | dict) -> str | None:
     nb = notebook if isinstance(notebook, dict) else json.loads(Path(notebook).read_text("utf-8"))
     for cell in nb.get("cells", []):
         if cell.get("cell_type") == "markdown":
-            found = ESTIMATE.search(_source(cell))
+            found = ESTIMATE.search(cell_source(cell))
             return found.group(0) if found else None
     return None
 
