@@ -11,6 +11,8 @@ and the prose ("lesson 7b") use these ids; ``lesson_key`` orders them in teachin
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
 import sys
 from pathlib import Path
@@ -47,6 +49,32 @@ def lesson_notebooks(folder: Path) -> list[Path]:
     return sorted(paths, key=lambda p: lesson_key(lesson_id(p)))
 
 
+def pinned_threads(path: Path | str) -> int | None:
+    """The thread count a notebook fixes for all its computation, or None.
+
+    A notebook fixes it when its first code cell calls ``torch.set_num_threads(N)`` (an integer
+    literal, at the cell's top level) and no other cell calls ``set_num_threads``: from there on,
+    torch uses N threads whatever ``OMP_NUM_THREADS`` says, so the portability check's thread
+    settings would only run the lesson again with the same results (its first cell only imports
+    and seeds before the call). A notebook whose code does not parse fixes nothing.
+    """
+    cells = [c for c in json.loads(Path(path).read_text("utf-8"))["cells"] if c.get("cell_type") == "code"]
+    sources = ["".join(c.get("source", [])) for c in cells]
+    if not sources or any("set_num_threads" in s for s in sources[1:]):
+        return None
+    try:
+        tree = ast.parse("\n".join(l for l in sources[0].splitlines() if not l.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return None
+    calls = [node.value for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+             and ast.unparse(node.value.func) == "torch.set_num_threads"]
+    other = sources[0].count("set_num_threads") - len(calls)
+    if len(calls) != 1 or other or len(calls[0].args) != 1 or calls[0].keywords:
+        return None
+    arg = calls[0].args[0]
+    return arg.value if isinstance(arg, ast.Constant) and type(arg.value) is int and arg.value > 0 else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m course_tools.lessons list FOLDER``: the lesson notebooks' file names in FOLDER,
     one a line, in teaching order (the class hub's installer copies these)."""
@@ -54,7 +82,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="the lesson notebooks of a folder, in teaching order")
     listing.add_argument("folder", type=Path)
+    unpinned = sub.add_parser("unpinned", help="of these notebooks, those that do not fix torch's thread count "
+                              "in their first cell (pinned_threads); the others are named on standard error")
+    unpinned.add_argument("notebooks", type=Path, nargs="*")
     args = parser.parse_args(argv)
+    if args.command == "unpinned":
+        for path in args.notebooks:
+            threads = pinned_threads(path)
+            if threads is None:
+                print(path)
+            else:
+                print(f"{path}: fixes torch.set_num_threads({threads}) in its first cell", file=sys.stderr)
+        return 0
     if not args.folder.is_dir():
         print(f"{args.folder} is not a folder of lesson notebooks (e.g. notebooks, zh/notebooks)", file=sys.stderr)
         return 2

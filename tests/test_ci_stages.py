@@ -51,6 +51,7 @@ def test_portability_skips_a_setting_that_repeats_the_machine_default(tmp_path: 
     # AVX2 kernels whatever ATEN_CPU_CAPABILITY asks (a CPU without AVX-512); its "pytest" fails
     fake = tmp_path / "python"
     fake.write_text('#!/bin/sh\nif [ "$1" = -c ]; then echo "AVX2 ${OMP_NUM_THREADS:-2} ${MKL_CBWR:-auto}"; exit 0; fi\n'
+                    'if [ "$2" = course_tools.lessons ]; then shift 3; for f; do echo "$f"; done; exit 0; fi\n'
                     'echo "pytest ran with OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"; exit 1\n')
     fake.chmod(0o755)
     env = {**os.environ, "PYTHON": str(fake), "NOTEBOOKS": "nothing.ipynb"}
@@ -106,3 +107,33 @@ def test_a_passing_run_prints_each_stages_times_and_leaves_no_logs(tmp_path: Pat
     assert re.search(r"=== CI passed in \d+ s wall:\n  checkout: \d+ s wall, \d+ s CPU\n  checkout: \d+ s wall, \d+ s CPU\n$",
                      result.stdout), result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def _portability_with_lessons(tmp_path: Path, unpinned: str, lister_fails: bool = False) -> subprocess.CompletedProcess:
+    # a stand-in interpreter: 2 threads by default; its lesson lister names the notebooks in
+    # UNPINNED (or fails); its "pytest" prints the notebooks it was given and passes
+    fake = tmp_path / "python"
+    lister = "exit 3" if lister_fails else f'for f in {unpinned}; do echo "$f"; done; exit 0'
+    fake.write_text('#!/bin/sh\nif [ "$1" = -c ]; then echo "AVX2 ${OMP_NUM_THREADS:-2} auto"; exit 0; fi\n'
+                    f'if [ "$2" = course_tools.lessons ]; then {lister}; fi\n'
+                    'shift 6; echo "pytest ran on: $*"; exit 0\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "NOTEBOOKS": "a.ipynb b.ipynb c.ipynb"}
+    env.pop("OMP_NUM_THREADS", None)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "check_portability.sh"), "default", "threads1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_thread_settings_skip_the_lessons_that_fix_their_thread_count(tmp_path: Path) -> None:
+    result = _portability_with_lessons(tmp_path, "a.ipynb c.ipynb")
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "pytest ran on: a.ipynb b.ipynb c.ipynb" in out  # the default setting runs every lesson
+    assert "pytest ran on: a.ipynb c.ipynb\n" in out, out  # threads1: b fixes its threads
+    assert "threads1: passed in" in out and "(not run again: 1 lesson(s) fixing their thread count" in out
+
+
+def test_thread_settings_stop_loudly_when_the_lessons_cannot_be_read(tmp_path: Path) -> None:
+    result = _portability_with_lessons(tmp_path, "", lister_fails=True)
+    assert result.returncode == 1
+    assert "threads1: FAILED (python -m course_tools.lessons unpinned could not read the notebooks)" in result.stdout

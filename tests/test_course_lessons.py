@@ -8,14 +8,17 @@ lesson from the course or put it out of order.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from course_tools.lessons import GLOB, lesson_id, lesson_key, lesson_notebooks
+from course_tools.lessons import GLOB, lesson_id, lesson_key, lesson_notebooks, main, pinned_threads
 
 
 TIER = "fast"  # course_tools/tiers.py
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -56,3 +59,46 @@ def test_the_course_has_its_two_parted_lessons() -> None:
     root = Path(__file__).resolve().parent.parent
     ids = [lesson_id(p) for p in lesson_notebooks(root / "notebooks")]
     assert ids[:2] == ["1a", "1b"] and ids[ids.index("7a") + 1] == "7b" and ids.index("7a") == ids.index("6") + 1
+
+
+def _notebook(tmp_path: Path, *cells: str) -> Path:
+    path = tmp_path / f"nb{len(list(tmp_path.iterdir()))}.ipynb"
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "# a lesson"},
+        *({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": c} for c in cells)]}
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_a_lesson_fixes_its_thread_count_only_from_its_first_cell_and_for_good(tmp_path: Path) -> None:
+    pin = "import torch\nSEED = 0\ntorch.set_num_threads(1)  # why\n"
+    assert pinned_threads(_notebook(tmp_path, pin, "x = torch.ones(3).sum()")) == 1
+    assert pinned_threads(_notebook(tmp_path, "%matplotlib inline\n" + pin.replace("(1)", "(2)"))) == 2
+    refused = [
+        _notebook(tmp_path, "import torch", pin),  # too late: the first cell computed under the machine's threads
+        _notebook(tmp_path, pin, "torch.set_num_threads(4)"),  # changed again later
+        _notebook(tmp_path, pin, "threads = torch.get_num_threads()\ntorch.set_num_threads(threads)"),
+        _notebook(tmp_path, "import torch\nif False:\n    torch.set_num_threads(1)"),  # not at top level
+        _notebook(tmp_path, "import torch\ndef f():\n    torch.set_num_threads(1)"),
+        _notebook(tmp_path, "import torch\ntorch.set_num_threads(n)"),  # not a literal
+        _notebook(tmp_path, "import torch\ntorch.set_num_threads(1)\ntorch.set_num_threads(2)"),
+        _notebook(tmp_path, "import torch\ntorch.set_num_threads(0)"),
+        _notebook(tmp_path, "import torch\ntorch.set_num_threads(1"),  # does not parse
+        _notebook(tmp_path, "import torch"),
+    ]
+    assert [pinned_threads(p) for p in refused] == [None] * len(refused)
+
+
+def test_the_thread_settings_lister_names_what_it_leaves_out(tmp_path: Path, capsys) -> None:
+    pinned = _notebook(tmp_path, "import torch\ntorch.set_num_threads(1)")
+    free = _notebook(tmp_path, "import torch")
+    assert main(["unpinned", str(pinned), str(free)]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [str(free)]
+    assert f"{pinned}: fixes torch.set_num_threads(1) in its first cell" in err
+
+
+def test_the_training_lessons_fix_their_thread_count() -> None:
+    # the portability stage's thread settings skip these (their results cannot depend on the thread count)
+    fixed = {lesson_id(p) for p in lesson_notebooks(ROOT / "notebooks") if pinned_threads(p) == 1}
+    assert {"1b", "4", "7b", "8", "10", "11", "12"} <= fixed
