@@ -99,6 +99,13 @@ def fresh_seed() -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+def seeded_draws() -> int:
+    """How many seeds :func:`fresh_seed` has drawn from the grader's stream since the test began
+    (the fairness harness: a test that drew none, and nothing from torch's global generator, gives
+    the same verdict under every ``--seed``)."""
+    return _seed_counter
+
+
 def fresh_rng(seed: int | None = None) -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with ``seed`` or :func:`fresh_seed`.
 

@@ -205,7 +205,9 @@ def test_chinese_lesson_in_chinese_jupyterlab(lab, tmp_path):
                 page.locator(ui, has_text=sorted(words)[0]).first.wait_for(timeout=90_000)
                 heading = page.locator(".jp-Notebook .jp-RenderedMarkdown h1").first
                 heading.wait_for(timeout=90_000)
-                page.wait_for_timeout(1500)   # fonts and the rest of the first screen
+                # the fonts loaded and one frame drawn with them (a poll, not a fixed sleep: the
+                # machine may be busy)
+                page.evaluate("document.fonts.ready.then(() => new Promise(r => requestAnimationFrame(() => r(true))))")
             finally:
                 page.screenshot(path=str(shot))
             labels = [t.strip() for t in page.locator(ui).all_inner_texts()]

@@ -7,6 +7,12 @@ under 50 seeds, seeded exactly as ``course-grade --seed S`` seeds it
 solution passes every test under every seed. Mistakes marked ``"public": True`` are the
 common ones the learner's self-check (public tests only) must catch.
 
+Two shortcuts keep this affordable, neither of which can hide a verdict: a test cell that drew
+nothing the seed sets (the grader's stream, torch's global generator) runs under one seed and
+counts for all (the same code on the same values); and a mistake runs only the tests its
+rewritten cells can reach (``affected_tests``, by names; the others run the solution's code on the
+solution's state, which the "solution" case checks). tests/test_fairness_affected.py tests both.
+
 An assignment with per-learner variants (:mod:`course_grader.variants`) runs under several
 learner ids, the seeds shared out among them (same cost): the verdict must not depend on the
 variant either.
@@ -20,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from course_grader import variants
-from course_tools.grading_dev.fairness import SeedOutcomes, outcomes_under_seeds
+from course_tools.grading_dev.fairness import SeedOutcomes, affected_tests, outcomes_under_seeds
 from course_tools.grading_dev.generate import list_assignments
 from course_grader.notebook import Assignment, SourceNotebook
 from course_grader.runner import grade_submission
@@ -81,6 +87,22 @@ def _case_notebook(source: SourceNotebook, assignment: str, mistake: str) -> dic
     return variant(source.path, replace={k: v for k, v in spec["replace"].items() if k in ids})
 
 
+def _only(source: SourceNotebook, notebook: dict, spec: dict) -> set[str] | None:
+    """The tests a case runs: all for the solution; for a trivial function, the tests it must or
+    may fail; for a mistake, those its rewritten cells can reach (affected_tests): the others run
+    the solution's code on the solution's state, whose verdict the "solution" case checks."""
+    if not spec:
+        return None
+    if spec.get("trivial"):
+        return {*spec["fails"], *spec["may_fail"]}
+    ids = [t.grade_id for t in source.tests]
+    reached = affected_tests(variant(source.path), notebook, ids)
+    expected = set(spec["fails"]) & set(ids)
+    assert expected <= reached, (f"{source.name}: affected_tests misses {sorted(expected - reached)}, "
+                                 "which the mistake must fail: its analysis of names is wrong")
+    return reached
+
+
 @pytest.mark.parametrize("name, mistake", CASES)
 def test_same_grade_under_every_seed(name, mistake):
     assignment = Assignment.load(ROOT / "solutions" / name)
@@ -88,9 +110,9 @@ def test_same_grade_under_every_seed(name, mistake):
     failed: set[str] = set()
     for source in assignment.notebooks.values():
         trivial = bool(spec.get("trivial"))
-        outcomes = _under_variants(name, source, _case_notebook(source, name, mistake),
-                                   TRIVIAL_SEEDS if trivial else SEEDS,
-                                   only={*spec["fails"], *spec["may_fail"]} if trivial else None)
+        notebook = _case_notebook(source, name, mistake)
+        outcomes = _under_variants(name, source, notebook, TRIVIAL_SEEDS if trivial else SEEDS,
+                                   only=_only(source, notebook, spec))
         unstable = {g: f"passed for seeds {p[:5]}..., failed for seeds {f[:5]}... ({outcomes.messages[g]})"
                     for g, (p, f) in outcomes.unstable().items()}
         assert unstable == {}, f"{name} {mistake}: the verdict of these tests depends on the random inputs"
@@ -113,7 +135,9 @@ def test_self_check_catches_common_mistakes(name, mistake):
     assignment = Assignment.load(ROOT / "solutions" / name)
     failed: set[str] = set()
     for source in assignment.notebooks.values():
-        outcomes = _under_variants(name, source, _case_notebook(source, name, mistake), range(6), public_only=True)
+        notebook = _case_notebook(source, name, mistake)
+        reached = affected_tests(variant(source.path), notebook, [t.grade_id for t in source.tests])
+        outcomes = _under_variants(name, source, notebook, range(6), public_only=True, only=reached)
         assert outcomes.unstable() == {}
         failed |= outcomes.always_failed()
     assert failed, f"{name} {mistake}: the public checks pass this common mistake"

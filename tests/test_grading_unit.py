@@ -385,6 +385,7 @@ def _hidden_line(text: str) -> None:
         assert f"[ hidden ] {t} ({fmt(POINTS.tests[t])} points)" in text
 
 
+@pytest.mark.sandbox  # runs learner code in bubblewrap (course-grade --check)
 def test_cli_check_is_honest_about_hidden_points(tmp_path, capsys):
     # question 1 a wrong number (passes its public format check), question 2 not one of the choices
     answers = 'ANSWER_VARIANCE = VARIANT["d_question"] + 1\nANSWER_SQRT = "z"'
