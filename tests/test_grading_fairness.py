@@ -33,7 +33,9 @@ from course_grader.runner import grade_submission
 from course_grader.sandbox import SandboxConfig
 from course_tools.grading_dev.testing import load_mistakes, variant, write_notebook
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+# slow, not sandbox: the harness runs the instructor's own notebooks in this process (only the test
+# that compares it with the real grader grades in the sandbox, and says so)
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list_assignments(ROOT)
@@ -150,6 +152,7 @@ def test_every_assignment_names_common_mistakes(name):
         f"{name}: mark the most common mistakes of mistakes.py with \"public\": True"
 
 
+@pytest.mark.sandbox  # grades through the real grader
 def test_harness_seeds_tests_as_the_grader_does(tmp_path):
     """For a fixed --seed, the real grader (sandbox, proxies) and the in-process harness agree
     test by test, so 50 harness seeds stand for 50 grader runs."""
