@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from course_grader.notebook import to_python
+
 # A shell/pathlib glob that matches every lesson notebook (and a little more: filter with NAME).
 GLOB = "[0-9][0-9]*_*.ipynb"
 NAME = re.compile(r"(?P<number>\d\d)(?P<part>[a-z]?)_[A-Za-z0-9_]+\.ipynb")
@@ -63,7 +65,7 @@ def pinned_threads(path: Path | str) -> int | None:
     if not sources or any("set_num_threads" in s for s in sources[1:]):
         return None
     try:
-        tree = ast.parse("\n".join(l for l in sources[0].splitlines() if not l.lstrip().startswith(("%", "!"))))
+        tree = ast.parse(to_python(sources[0]))
     except SyntaxError:
         return None
     calls = [node.value for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)

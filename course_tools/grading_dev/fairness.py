@@ -144,6 +144,7 @@ class _Names:
     bound: set[str]  # the module-level names it binds (assignments, def, class, import, global, del)
     stored_into: set[str]  # base names of attribute or item stores: x.a = ..., x[i] += ..., del x.a
     passed: set[str]  # names given to a call as an argument (the callee may mutate them)
+    imported: set[str]  # the names its top-level import statements bind
 
 
 def _module_names(table: symtable.SymbolTable, out: _Names) -> None:
@@ -169,7 +170,8 @@ def _names(source: str) -> _Names | None:
         table = symtable.symtable(code, "<cell>", "exec")
     except SyntaxError:
         return None
-    out = _Names(set(), set(), set(), set())
+    out = _Names(set(), set(), set(), set(), {(a.asname or a.name).split(".")[0] for n in tree.body
+                                              if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names})
     _module_names(table, out)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
@@ -222,14 +224,10 @@ def affected_tests(reference: dict, changed: dict, test_ids: Iterable[str]) -> s
     # names bound only by import statements, never otherwise, in either notebook
     imported: set[str] = set()
     rebound: set[str] = set()
-    for code, names in [*zip(old, parsed_old), *zip(new, parsed_new)]:
-        if names is None:
-            continue
-        tree = ast.parse(to_python(_cell_source(code)))
-        imports = {(a.asname or a.name).split(".")[0] for n in tree.body
-                   if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-        imported |= imports
-        rebound |= names.bound - imports
+    for names in [*parsed_old, *parsed_new]:
+        if names is not None:
+            imported |= names.imported
+            rebound |= names.bound - names.imported
     library = (imported - rebound) | set(dir(builtins))
 
     def taint_of(names: _Names) -> set[str]:
