@@ -112,6 +112,26 @@ def test_self_check_runs_the_tests_out_of_the_learners_process(tmp_path):
     assert verdict["test_masked_softmax_public"] is True
 
 
+def test_closing_the_self_checks_learner_process_kills_it_at_once():
+    """The self-check's learner process (forked inside its sandbox) is SIGKILLed and reaped when
+    its session closes. Before, close() only waited, up to 10 s, for a process blocked reading
+    its next request: every ``course-grade --check`` took 10 s more than its work."""
+    import signal
+
+    from course_grader.sandbox_main import _forked_learner_class
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    learner = _forked_learner_class()(SandboxConfig())
+    learner.pid = child.pid  # a child of this process blocked on its input, as the learner between requests
+    try:
+        learner.close()
+        assert learner.exit_code == -signal.SIGKILL, learner.exit_code  # killed, not waited out (None)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
 def _stall_cell() -> str:
     """A learner cell that makes every reply of its sandbox (but a cell's) one 48 MB message: a
     list of 24 million references to one list, which takes the trusted side about 40 s of CPU to

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import select
 import signal
 import sys
 import time
@@ -104,22 +105,36 @@ def _import_in_fork(module: str, timeout: float = 120.0) -> tuple[int, str]:
         finally:
             os._exit(status)
     os.close(write)
+    # the pipe reaches end-of-file when the child exits (it alone holds the write end): wait on it
+    # instead of polling, so that each check costs the import and no sleep
     deadline = time.monotonic() + timeout
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(read)
-            return -1, f"importing {module} took more than {timeout:.0f} s"
-        time.sleep(0.01)
+    chunks = []
     with os.fdopen(read, "rb") as f:
-        err = f.read().decode(errors="replace")
-    return os.waitstatus_to_exitcode(done[1]), err
+        while True:
+            ready, _, _ = select.select([f], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return -1, f"importing {module} took more than {timeout:.0f} s"
+            chunk = os.read(f.fileno(), 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
 
 
 def test_the_fork_check_sees_a_failing_import() -> None:
     code, err = _import_in_fork("course_lib.no_such_module_here")
     assert code == 1 and "ModuleNotFoundError" in err
+
+
+def test_the_fork_check_stops_an_import_that_hangs(tmp_path, monkeypatch) -> None:
+    (tmp_path / "course_hanging_import.py").write_text("import time\ntime.sleep(60)\n", "utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.monotonic()
+    code, err = _import_in_fork("course_hanging_import", timeout=0.3)
+    assert code == -1 and "took more than" in err and time.monotonic() - start < 10
 
 
 @pytest.mark.parametrize("module", MODULES)
