@@ -24,6 +24,7 @@ from course_tools import tiers as _tiers  # noqa: E402
 _HOST_KEY = pytest.StashKey[dict]()
 _OUTCOMES_KEY = pytest.StashKey[dict]()
 _FAST_CPU_KEY = pytest.StashKey[dict]()
+_LAZY_KEY = pytest.StashKey[bool]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,10 +93,14 @@ def pytest_runtest_logreport(report):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Measure each fast-stage test's CPU (setup to teardown, with its reaped children): the
-    ones over the budget are named in the summary (course_tools/tiers.py FAST_TEST_CPU_BUDGET_S)."""
+    ones over the budget are named in the summary (course_tools/tiers.py FAST_TEST_CPU_BUDGET_S).
+    torch's lazy imports are loaded before the first one is measured (tiers.load_lazy_imports)."""
     if _tiers.stage_of(m.name for m in item.iter_markers()) != "fast":
         yield
         return
+    if not item.config.stash.get(_LAZY_KEY, False):
+        item.config.stash[_LAZY_KEY] = True
+        _tiers.load_lazy_imports()
     start = _tiers.cpu_seconds()
     yield
     item.config.stash.setdefault(_FAST_CPU_KEY, {})[item.nodeid] = _tiers.cpu_seconds() - start

@@ -53,6 +53,8 @@ def measure(tier: str, durations: int = 0) -> dict[str, str]:
     if durations:
         cmd.append(f"--durations={durations}")
     env = dict(os.environ)
+    # as a developer's Python runs (and .ci/run): modules' bytecode is cached in __pycache__ and reused
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if tier == "system":
         env["COURSE_TEST_SYSTEM"] = "1"
     load = os.getloadavg()[0]

@@ -16,6 +16,7 @@ TIER = "fast"  # course_tools/tiers.py
 F64 = torch.float64
 
 
+@pytest.mark.slow  # 0.89 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_slopes_are_the_papers_geometric_sequence():
     # the paper's values for 8 heads: 1/2, 1/4, ..., 1/256
     torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -k for k in range(1, 9)], dtype=F64))

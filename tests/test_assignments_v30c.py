@@ -76,6 +76,7 @@ def _two_ids(name: str) -> tuple[str, str]:
     raise AssertionError(f"{name}: no id differs from alice everywhere ({sorted(table)})")
 
 
+@pytest.mark.slow  # 0.29 s of CPU in its costliest case (a fast test stays under 0.1 s: course_tools/tiers.py)
 @pytest.mark.parametrize("name", sorted(OWNED))
 def test_a_copied_notebook_loses_the_variant_points_and_keeps_the_code_points(name):
     """Alice's whole notebook (her variant cell forced in, so every answer is computed for her numbers)

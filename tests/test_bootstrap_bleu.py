@@ -49,6 +49,7 @@ def test_a_system_against_itself_is_a_zero_interval() -> None:
     assert r["delta"] == r["low"] == r["high"] == 0.0 and r["a_better"] == 0.0
 
 
+@pytest.mark.slow  # 0.15 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_clearly_better_system_excludes_zero_and_close_ones_do_not() -> None:
     hyps, refs = _corpus(1, 300)
     perfect = [list(r) for r in refs]
@@ -65,6 +66,7 @@ def test_clearly_better_system_excludes_zero_and_close_ones_do_not() -> None:
     assert swapped["low"] == pytest.approx(-r["high"]) and swapped["high"] == pytest.approx(-r["low"])
 
 
+@pytest.mark.slow  # 0.28 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_interval_matches_a_slow_reference_bootstrap() -> None:
     # The same draws (numpy default_rng, seed 3), scored with corpus_bleu sentence list by sentence list.
     hyps_a, refs = _corpus(2, 40)

@@ -98,6 +98,7 @@ def test_subword_nmt_merges_segment_like_course_lib(sentences):
     assert course_pieces(bpe, check) == reference_pieces(bpe.merges, check)
 
 
+@pytest.mark.slow  # 0.25 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_both_learn_the_same_first_merges(sentences):
     # Learning, not only applying: on the same words both pick the most frequent pair. They
     # break ties differently (course_lib: the pair that sorts first; subword-nmt: last), so

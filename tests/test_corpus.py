@@ -76,6 +76,7 @@ def agreed(adj, gender: str, plural: bool) -> str:
     return {("m", False): ms, ("f", False): fs, ("m", True): mp, ("f", True): fp}[gender, plural]
 
 
+@pytest.mark.slow  # 0.31 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_generation_is_deterministic(pairs):
     assert generate_pairs(3000, seed=0) == pairs
     assert generate_pairs(50, seed=1) != pairs[:50]
@@ -83,6 +84,7 @@ def test_generation_is_deterministic(pairs):
         generate_pairs(0)
 
 
+@pytest.mark.slow  # 0.31 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_each_english_sentence_has_one_translation():
     translations: dict[str, set[str]] = {}
     for en, fr in generate_pairs(6000, seed=5):
@@ -210,6 +212,7 @@ def test_lengths_vary(pairs):
     assert sum(n >= 12 for n in lengths) > 200
 
 
+@pytest.mark.slow  # 0.45 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_splits_are_disjoint_deterministic_and_sized():
     s = make_splits(2000, 200, 200, seed=3)
     assert (len(s.train), len(s.valid), len(s.test)) == (2000, 200, 200)
@@ -223,6 +226,7 @@ def test_splits_are_disjoint_deterministic_and_sized():
         make_splits(3000, 0, 0, max_attempts_factor=1)
 
 
+@pytest.mark.slow  # 0.22 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_vocabulary_size_is_moderate():
     s = make_splits(4000, 0, 0, seed=0)
     en_vocab = {t for en, _ in s.train for t in tokenize(en)}

@@ -18,6 +18,7 @@ def _is_d2l_or_torchvision(name: str) -> bool:
     return name.split(".")[0] in ("d2l", "torchvision")
 
 
+@pytest.mark.slow  # 0.63 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_import_d2l_without_torchvision(monkeypatch):
     # Re-import d2l in this process with torchvision hidden, whether or not it is installed,
     # so the test is the same on every machine; sys.modules is restored afterwards. (A fresh
@@ -64,6 +65,7 @@ def test_missing_d2l_gives_install_command(monkeypatch):
         import_d2l()
 
 
+@pytest.mark.slow  # imports d2l (pandas, its plotting): about 0.6 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_import_d2l_returns_the_torch_module():
     d2l = import_d2l()
     assert d2l.__name__ == "d2l.torch"

@@ -331,6 +331,7 @@ def test_date_pairs_are_correct_and_varied():
 # --------------------------------------------------------------------------- against D2L
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_fixed_length_batches_match_d2l_mtfraeng():
     """Same tokens as D2L's ``MTFraEng._build_arrays`` (min_freq=2, fixed num_steps).
 

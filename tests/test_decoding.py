@@ -242,6 +242,7 @@ def test_beam_size_one_is_greedy(seed: int) -> None:
     assert [b[0][0] for b in beams] == greedy
 
 
+@pytest.mark.slow  # 0.38 s of CPU in its costliest case (a fast test stays under 0.1 s: course_tools/tiers.py)
 @pytest.mark.parametrize("alpha", [0.0, 0.75])
 def test_full_beam_equals_exhaustive_search(alpha: float) -> None:
     vocab, max_len = 4, 4

@@ -187,6 +187,7 @@ def test_make_course_rejects_unknown_assignment(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- a class in Chinese (issue 23)
 
 
+@pytest.mark.slow  # 0.15 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_chinese_class_presets_jupyterlab_chinese_interface() -> None:
     mod = course_language
     base = json.loads((DEPLOY / "jupyter" / "lab-overrides.json").read_text())
@@ -250,6 +251,7 @@ def test_chinese_class_lays_out_the_chinese_lessons_and_assignments(tmp_path: Pa
     assert "cp deploy/jupyter/lab-overrides.json" not in script
 
 
+@pytest.mark.slow  # 0.13 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_install_refuses_an_unknown_language_before_installing_anything(tmp_path: Path) -> None:
     env = dict(os.environ, COURSE_LANGUAGE="klingon", COURSE_PREFIX=str(tmp_path / "prefix"),
                COURSE_EXCHANGE=str(tmp_path / "exchange"))

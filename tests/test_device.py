@@ -21,6 +21,7 @@ TIER = "fast"  # course_tools/tiers.py
 META = torch.device("meta")
 
 
+@pytest.mark.slow  # 0.64 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_meta_tensors_refuse_host_reads_and_cpu_mixing() -> None:
     # what makes the test below meaningful
     t = torch.ones(2, device=META)
@@ -30,6 +31,7 @@ def test_meta_tensors_refuse_host_reads_and_cpu_mixing() -> None:
         t + torch.ones(2)  # a CPU tensor mixed in
 
 
+@pytest.mark.slow  # 0.19 s of CPU in its costliest case (a fast test stays under 0.1 s: course_tools/tiers.py)
 @pytest.mark.parametrize("training", [False, True])
 def test_models_run_on_the_meta_device(training: bool) -> None:
     x = torch.randn(2, 5, 8, device=META)

@@ -129,6 +129,7 @@ def test_float32_close_to_float64():
     torch.testing.assert_close(out32.double(), tiled_attention(q, k, v, is_causal=True), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # 0.76 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_gradcheck():
     q, k, v = (t.requires_grad_() for t in _qkv(batch=1, heads=2, num_q=5, num_k=5, d=3, dv=2))
     assert torch.autograd.gradcheck(lambda a, b, c: tiled_attention(a, b, c, block_size=2), (q, k, v))
@@ -177,6 +178,7 @@ def test_flash_gradients_equal_autograd(is_causal, num_q, num_k, block_size):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=f"gradient of {name}")
 
 
+@pytest.mark.slow  # 0.39 s of CPU in its costliest case (a fast test stays under 0.1 s: course_tools/tiers.py)
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("block_size", [1, 2, 3])
 def test_flash_gradcheck(is_causal, block_size):

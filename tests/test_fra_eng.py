@@ -299,6 +299,7 @@ def test_split_pairs_keeps_sources_disjoint_and_groups_together():
     assert split_pairs(pairs, 10, 10, seed=1).test != s.test
 
 
+@pytest.mark.slow  # 0.28 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_split_pairs_sizes_are_pairs_even_with_many_translations_per_source():
     # Like the start of fra.txt: short sources with many translations each. Counting
     # distinct sources (the old behaviour) took all 5 translations of each test source.

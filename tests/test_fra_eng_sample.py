@@ -45,6 +45,7 @@ def test_the_sample_parses_like_the_full_file_reader(tmp_path):
     assert text.count(b"\n") == SAMPLE_PAIRS and b"\r" not in text
 
 
+@pytest.mark.slow  # 0.22 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_lesson_12_split_keeps_english_sentences_apart():
     pairs = load_sample()
     splits = split_pairs(pairs, n_valid=0, n_test=1000, seed=0, key=near_duplicate_key)
@@ -72,6 +73,7 @@ def test_the_data_is_package_data():
 
 @pytest.mark.skipif(not DATA.exists(), reason=f"the real fra-eng archive is not at {DATA}: set COURSE_FRA_ENG "
                     "to fra-eng.zip (course_lib.fra_eng.download_fra_eng() fetches it) to check the shipped sample")
+@pytest.mark.slow  # 0.40 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_the_shipped_sample_is_what_the_script_builds_from_the_real_file():
     build = _build_script()
     text = build.sample_text(DATA)

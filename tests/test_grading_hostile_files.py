@@ -82,6 +82,7 @@ def _saved(obj) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.slow  # 0.13 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_shared_references_do_not_expand_in_decode():
     leaf: list = [0.0]
     value: list = leaf
@@ -120,6 +121,7 @@ def test_a_tensor_that_describes_more_than_it_stores_is_refused():
         protocol.decode(protocol.unpack(payload[protocol.header_size():]), None)
 
 
+@pytest.mark.slow  # 0.58 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_a_compressed_record_is_checked_after_decompression():
     buf = io.BytesIO()
     torch.save(torch.zeros(20_000_000), buf)  # 80 MB of data: over the 64 MB message limit

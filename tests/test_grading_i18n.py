@@ -59,6 +59,7 @@ def _fields(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
 
 
+@pytest.mark.slow  # 0.18 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_every_marked_message_has_a_chinese_entry():
     msgs = marked_messages()
     assert len(msgs) >= 30, "the learner-facing messages are no longer marked with _()"

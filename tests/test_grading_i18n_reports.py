@@ -109,6 +109,7 @@ def _english_left(text: str) -> list[str]:
     return [m.group(0) for m in ENGLISH_RUN.finditer(text)]
 
 
+@pytest.mark.slow  # its first case parses the grader's sources for every marked message: about 0.4 s of CPU
 @pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("render", ["feedback html", "feedback text", "check"])
 def test_every_report_is_translated(language, render):

@@ -77,6 +77,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
+@pytest.mark.slow  # 0.14 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_no_import_cycle_between_course_lib_modules() -> None:
     graph = _graph()
     assert graph["course_lib.gpt"] >= {"course_lib.multihead", "course_lib.transformer"}  # the scan sees imports

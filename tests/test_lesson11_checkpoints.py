@@ -61,6 +61,7 @@ def test_shipped_checkpoints_come_from_the_lessons_current_training_cells(tmp_pa
     assert script.code_sha256(script.training_cells(tmp_path / "edited.ipynb")) != _meta()["code_sha256"]
 
 
+@pytest.mark.slow  # 0.12 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_shipped_checkpoints_load_and_are_the_ones_the_lesson_chooses() -> None:
     meta = _meta()
     histories = _histories(meta)

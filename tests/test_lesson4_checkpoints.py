@@ -36,6 +36,7 @@ def _meta() -> dict:
     return json.loads((SHIPPED / "meta.json").read_text())
 
 
+@pytest.mark.slow  # 0.57 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_shipped_checkpoints_load_into_lesson4s_models() -> None:
     meta = _meta()
     assert set(meta["models"]) == {"plain", "wide"}

@@ -58,6 +58,7 @@ def test_layers_to_connect_matches_mask_powers(window):
         assert layers == layers_to_connect(distance, window), (distance, window)
 
 
+@pytest.mark.slow  # 0.21 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_gradcheck_and_errors():
     q, k, v = (torch.randn(1, 1, 6, 3, dtype=F64, requires_grad=True) for _ in range(3))
     assert torch.autograd.gradcheck(lambda a, b, c: sliding_window_attention(a, b, c, 3, block_size=2), (q, k, v))

@@ -131,6 +131,7 @@ def test_no_valid_lens_is_plain_softmax():
     torch.testing.assert_close(masked_softmax(scores, torch.tensor([4, 4])), torch.softmax(scores, -1))
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 @pytest.mark.parametrize("valid_lens", [torch.tensor([2, 3, 1]), torch.tensor([[1, 3], [2, 4], [4, 1]])])
 def test_parity_with_d2l_masked_softmax(d2l, valid_lens):
     scores = torch.randn(3, 2, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))

@@ -63,6 +63,7 @@ D2L_PAIRS = [
 ]
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_bleu_equals_d2l(d2l, k: int) -> None:
     for pred, label in D2L_PAIRS:
@@ -71,6 +72,7 @@ def test_bleu_equals_d2l(d2l, k: int) -> None:
         assert bleu(pred, label, k) == pytest.approx(expected, abs=1e-12)  # string form
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_bleu_equals_d2l_random(d2l) -> None:
     rng = random.Random(0)
     alphabet = list("abcde")
@@ -92,6 +94,7 @@ def test_bleu_hand_computed() -> None:
     assert bleu([], ["a"]) == 0.0
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_sentence_bleu_d2l_mean(d2l) -> None:
     preds = [p for p, _ in D2L_PAIRS]
     labels = [label for _, label in D2L_PAIRS]

@@ -214,6 +214,7 @@ def _d2l_pair(d2l):
     return ours, theirs
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_parity_with_d2l_valid_lens(d2l):
     ours, theirs = _d2l_pair(d2l)
     q, k, v = _inputs()
@@ -227,6 +228,7 @@ def test_parity_with_d2l_valid_lens(d2l):
     torch.testing.assert_close(out, theirs(q, k, v, None))
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_parity_with_d2l_per_query_valid_lens(d2l):
     ours, theirs = _d2l_pair(d2l)
     q, k, v = _inputs()

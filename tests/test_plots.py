@@ -133,6 +133,7 @@ def test_grid_heads_shared_colour_scale_and_layout():
     plt.close(fig)
 
 
+@pytest.mark.slow  # 0.15 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_grid_layers_by_heads_and_titles():
     w = _weights(2, 3, 4, 5)
     titles = [f"L{r}H{c}" for r in range(2) for c in range(3)]

@@ -190,6 +190,7 @@ def test_module_matches_function_and_records_weights():
     assert torch.autograd.gradcheck(f, (lw,))
 
 
+@pytest.mark.slow  # 0.16 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_learned_width_lowers_leave_one_out_loss_and_no_collapse():
     data = make_kernel_regression_data()
     x, y = data.x_train.double(), data.y_train.double()

@@ -61,6 +61,7 @@ def test_table_errors():
         sinusoidal_encoding(8, 0)
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_vs_d2l_positional_encoding(d2l):
     # d2l builds its table in float32, hence the tolerance; positions < 100 keep its rounding small
     theirs = d2l.PositionalEncoding(32, 0.0, max_len=100).eval()

@@ -76,6 +76,7 @@ def test_the_schedule_warms_up_then_decays_to_a_tenth():
         project.lr_at(0, 300, 10, 1e-3)
 
 
+@pytest.mark.slow  # 0.34 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_the_held_back_pairs_are_in_no_released_file():
     held = _held_back()
     assert len({near_duplicate_key(en) for en, _ in held}) == 1000 and len(held) > 1400

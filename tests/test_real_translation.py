@@ -49,6 +49,7 @@ def fra_txt(tmp_path_factory) -> Path:
     return download_fra_eng(cache, url=DATA.resolve().as_uri())
 
 
+@pytest.mark.slow  # 0.38 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_the_real_file_is_accepted_by_content_and_parsed(fra_txt):
     assert sha1_of(fra_txt) == FRA_TXT_SHA1  # the extracted text is D2L's, whatever the zip
     verify_fra_eng(DATA)  # D2L's zip, or (like the shared copy) a re-packed one of the same text
@@ -99,6 +100,7 @@ def _load_bench():
     return bench_real_translation
 
 
+@pytest.mark.slow  # 0.27 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_the_benchmark_splits_keep_near_duplicates_on_one_side():
     bench = _load_bench()
     args = bench.parse_args(["--data", str(DATA), "--lines", "3000", "--n-valid", "200", "--n-test", "200"])

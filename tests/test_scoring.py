@@ -185,6 +185,7 @@ def test_sdpa_errors(shapes, message):
 
 # ---------------------------------------------------------------- D2L-style modules
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 @pytest.mark.parametrize("valid_lens", [None, torch.tensor([2, 6, 3]), torch.tensor([[1, 2, 3, 4]] * 3)])
 def test_dot_product_attention_vs_d2l_and_pytorch(d2l, valid_lens):
     q, k, v = _qkv(3)
@@ -213,6 +214,7 @@ def _copied_additive(d2l, key_size: int, query_size: int, hidden: int):
     return ours, theirs
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 @pytest.mark.parametrize("valid_lens", [None, torch.tensor([2, 5]), torch.tensor([[1, 5, 3], [4, 2, 2]])])
 def test_additive_attention_vs_d2l(d2l, valid_lens):
     ours, theirs = _copied_additive(d2l, key_size=3, query_size=7, hidden=6)

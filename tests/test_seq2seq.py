@@ -120,6 +120,7 @@ def test_bad_inputs_raise_clear_errors(cls):
 # --------------------------------------------------------------------------- encoder
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_encoder_matches_d2l_on_full_rows_and_ignores_padding():
     from course_lib.d2l_compat import import_d2l
 

@@ -165,6 +165,7 @@ def test_masked_ce_ignores_padded_logits_even_nan() -> None:
     assert (b.grad[pad] == 0).all()
 
 
+@pytest.mark.slow  # 0.15 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_masked_ce_gradcheck() -> None:
     logits, targets, valid = _padded_problem(1)
     logits.requires_grad_(True)
@@ -187,6 +188,7 @@ def test_masked_ce_shape_errors() -> None:
         masked_cross_entropy(logits, targets, reduction="avg")
 
 
+@pytest.mark.slow  # a parity test against d2l: importing d2l (pandas, its plotting) costs about 0.6 s of CPU
 def test_d2l_loss_matches_d2l_and_differs_from_per_token_mean() -> None:
     from course_lib.d2l_compat import import_d2l
 
@@ -234,6 +236,7 @@ def test_fit_overfits_a_tiny_batch() -> None:
     assert len(history.tokens_per_second) == 60 and all(t > 0 for t in history.tokens_per_second)
 
 
+@pytest.mark.slow  # 0.52 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_fit_history_validation_and_plot() -> None:
     torch.manual_seed(0)
     model = TinyLM()
@@ -274,6 +277,7 @@ def test_fit_is_deterministic_and_stops_on_budget() -> None:
     assert timed.steps == 1 and timed.stopped_early == "max_seconds"
 
 
+@pytest.mark.slow  # 0.25 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_fit_checkpoints_every_k_steps_without_changing_training() -> None:
     calls: list[tuple[int, bool, bool]] = []
 

@@ -206,6 +206,7 @@ def test_gradients_reach_class_token_and_positions():
     assert model.pos_embedding.grad is not None and model.pos_embedding.grad.abs().sum() > 0
 
 
+@pytest.mark.slow  # 0.92 s of CPU, loading the digits data with scikit-learn (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_digits_split_is_fixed_stratified_and_disjoint():
     split = load_digits_split()
     n_train, n_test = len(split.train_labels), len(split.test_labels)
@@ -228,6 +229,7 @@ def test_digits_split_is_fixed_stratified_and_disjoint():
                                                                                      split.test_images)
 
 
+@pytest.mark.slow  # loads the digits data: the first use imports scikit-learn, about 1.9 s of CPU (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_subsample_keeps_every_class():
     split = load_digits_split()
     images, labels = subsample(split.train_images, split.train_labels, 0.1, seed=0)
@@ -310,6 +312,7 @@ def test_train_classifier_batches_and_errors():
         train_classifier(Spy(), images, labels, lr=0.0)
 
 
+@pytest.mark.slow  # loads the digits data (scikit-learn) (a fast test stays under 0.1 s: course_tools/tiers.py)
 def test_split_validation_is_stratified_and_disjoint():
     split = load_digits_split()
     train_images, train_labels, val_images, val_labels = split_validation(split.train_images, split.train_labels,
