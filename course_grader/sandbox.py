@@ -754,9 +754,14 @@ def fork_server_pids() -> set[int]:
 
 def _package_dirs() -> list[str]:
     """The directories of the two packages a sandbox imports: ``course_lib`` (the toolkit and
-    the library learners may use) and ``course_grader`` (the sandbox's own side)."""
-    import course_lib
-    return [str(Path(course_lib.__file__).resolve().parent), str(Path(__file__).resolve().parent)]
+    the library learners may use) and ``course_grader`` (the sandbox's own side). Found without
+    importing course_lib, which would import torch (1.5 s) into a process that never uses it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("course_lib")
+    if spec is None or spec.origin is None:
+        raise ImportError("course_lib is not installed: the sandbox needs it (bash scripts/setup.sh)")
+    return [str(Path(spec.origin).resolve().parent), str(Path(__file__).resolve().parent)]
 
 
 def _sandbox_sys_path(mode: str) -> list[str]:

@@ -21,16 +21,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-from nbgrader.utils import compute_checksum
-
 from course_grader.feedback import about_test, unclean_cell_lines
 from course_grader.i18n import DEFAULT, gettext_for, label, notebook_language, translate_message
-from course_grader.nbgrader_course import METADATA_KEY
 from course_grader.notebook import (ANSWER_STUB, Assignment, NotebookError, SourceNotebook, TestCell, _cell_source,
                                          TEST_INFO_KEY, WrittenCell, _nbgrader_meta, hidden_lines, is_written,
                                          load_notebook_json, release_source, cell_test_info, written_answers)
-from course_grader.runner import SubmissionResult, grade_submission
 from course_grader.policy import WATCHDOG_GRACE_SECONDS
 from course_grader.sandbox import SandboxConfig
 
@@ -108,6 +103,11 @@ def cell_checksum_ok(cell: dict) -> bool | None:
     stored = meta.get("checksum")
     if not stored:
         return None
+    # imported here, where the checking runs (inside the sandbox): importing nbformat compiles a
+    # URI grammar for jsonschema (about 1.4 s), which the process that shows the report never needs
+    import nbformat
+    from nbgrader.utils import compute_checksum
+
     node = nbformat.from_dict(copy.deepcopy(cell))
     node.source = _cell_source(cell)
     try:
@@ -281,6 +281,11 @@ def _variant_notes(learner_nb: dict, learner: str, _) -> list[str]:
 
 def _check_here(path: Path, *, release: Path | None, assignment: str | None, config: SandboxConfig,
                 who: str = "default") -> CheckReport:
+    # imported here, inside the sandbox where the check runs: the process that starts the check and
+    # shows its report needs neither torch (the runner's checks) nor nbgrader
+    from course_grader.nbgrader_course import METADATA_KEY
+    from course_grader.runner import SubmissionResult, grade_submission
+
     learner = load_notebook_json(path)
     reference = load_notebook_json(release) if release else learner
     meta = reference.get("metadata", {}).get(METADATA_KEY) or learner.get("metadata", {}).get(METADATA_KEY) or {}

@@ -104,7 +104,9 @@ def load_lazy_imports() -> None:
     import torch
 
     torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
-    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    weight = torch.zeros(1, requires_grad=True)
+    weight.sum().backward()
+    torch.optim.SGD([weight], lr=0.1).step()
 
 
 #: the tiers in the order that claims a test (as .ci/run's claim list): a test runs in the first

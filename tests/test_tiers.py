@@ -123,3 +123,19 @@ def test_the_run_names_its_costly_fast_tests(tmp_path: Path) -> None:
     (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("fast tests over")]
     assert "test_probe.py::test_costly " in line
     assert "test_cheap" not in line and "test_costly_but_slow" not in line
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch: about 2 s of CPU
+def test_the_lazy_imports_are_what_a_first_comparison_and_optimizer_load() -> None:
+    """After tiers.load_lazy_imports, a first torch.testing comparison and a first optimizer import
+    nothing more: the fast tier's first test is charged its own cost only (a torch release that
+    loads something else on first use fails here, naming it)."""
+    code = ("import sys, torch\n"
+            "from course_tools.tiers import load_lazy_imports\n"
+            "load_lazy_imports()\n"
+            "before = set(sys.modules)\n"
+            "torch.testing.assert_close(torch.ones(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))\n"
+            "torch.optim.Adam(torch.nn.Linear(2, 2).parameters()).step()\n"
+            "print(sorted(set(sys.modules) - before))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout
+    assert out.strip() == "[]", out[-2000:]
