@@ -92,8 +92,9 @@ def read_rows(path: Path = FIGURES) -> dict[str, list[str]]:
 def write(rows: dict[str, list[str]], path: Path = FIGURES) -> None:
     lines = ["# Test tiers: measured figures\n\n",
              "Written by `.venv/bin/python -m course_tools.figures` (never by hand): each tier run as its CI\n",
-             "stage, on the 2-core development machine. CPU is pytest's and its children's (user + system);\n",
-             "wall time depends on the load. The READMEs quote these figures only (`tests/test_figures.py`).\n\n",
+             "stage, on the 2-core development machine, with Python's bytecode cache on (as a developer's\n",
+             "Python runs). CPU is pytest's and its children's (user + system); wall time depends on the load.\n",
+             "The READMEs quote these figures only (`tests/test_figures.py`).\n\n",
              HEADER]
     for tier in ORDER:
         cells = rows.get(tier, ["-", "-", "-", "-", "-", "not measured yet"])
