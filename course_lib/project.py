@@ -15,7 +15,16 @@ submission can ask for: :func:`check_config` refuses any key it does not know (`
 Everything is deterministic for a given configuration: the seed is fixed, torch runs on one
 thread during :func:`run` (its state is restored afterwards), and results are memoised per
 configuration and data in this process (the grader scores many notebooks with the same
-choices; the learner's own process calls :func:`run` as often as they like).
+choices; the learner's own process calls :func:`run` as often as they like). Across processes
+they are memoised only when asked: with ``COURSE_PROJECT_CACHE`` naming a folder (:data:`CACHE_ENV`),
+each result is kept there as JSON, under a key that holds everything it depends on (the
+configuration, the seed, the pairs scored, every file of this library, torch's and numpy's
+versions, the CPU kernels torch uses), so a result is only ever reused where it would be computed
+again bit for bit. The test suite and CI use it (the grading tests score the same few
+configurations in many processes); so can a teacher who grades a class again. The folder holds
+translations of the pairs scored, the grader's held-back ones included: keep it where only the
+grader's account can read it (a sandboxed learner never sees it: bubblewrap gives each its own
+``/tmp`` and a read-only file system).
 
 Shape letters are those of :mod:`course_lib.transformer`.
 """
@@ -26,8 +35,11 @@ import functools
 import hashlib
 import json
 import math
+import os
 import random
+import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,6 +59,7 @@ __all__ = [
     "param_count",
     "dev_pairs",
     "run",
+    "CACHE_ENV",
 ]
 
 #: Sentence pairs the model sees in training: 300 steps of 64 pairs (0.9 epochs of the split).
@@ -57,6 +70,9 @@ PARAM_CAP = 1_000_000
 SEED = 0
 #: Pairs of the released sample kept out of training as the public development split.
 N_DEV = 500
+#: Environment variable naming a folder where :func:`run` keeps its results for other processes
+#: (unset: memoised in this process only).
+CACHE_ENV = "COURSE_PROJECT_CACHE"
 
 #: Every key a configuration must have, with the values it accepts: a tuple lists them, a
 #: pair of floats is a closed range.
@@ -295,8 +311,8 @@ def run(config: Mapping[str, Any] | ProjectConfig, pairs: Sequence[tuple[str, st
     Returns:
         ``bleu`` (lower-cased single-reference sacreBLEU, as in lesson 12), ``multi``
         (multi-reference), ``params``, ``steps``, ``final_loss`` (mean training loss of the
-        last 50 steps), ``cpu_seconds`` (CPU time of this run; 0 when memoised) and
-        ``translations`` (source -> output).
+        last 50 steps), ``cpu_seconds`` (CPU time it took to train and translate; a memoised
+        result keeps the figure of the run that computed it) and ``translations`` (source -> output).
 
     Raises:
         ValueError: the configuration is not accepted (see :func:`check_config`).
@@ -309,8 +325,79 @@ def run(config: Mapping[str, Any] | ProjectConfig, pairs: Sequence[tuple[str, st
     return dict(result, translations=dict(result["translations"]))
 
 
+@functools.lru_cache(maxsize=1)
+def _library_fingerprint() -> str:
+    """What a run depends on besides its arguments: every file of this library (code and shipped
+    data), torch's and numpy's versions, and the CPU kernels torch picked."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+    digest.update(json.dumps([torch.__version__, np.__version__, torch.backends.cpu.get_cpu_capability()]).encode())
+    return digest.hexdigest()
+
+
+_RESULT_TYPES = {"bleu": float, "multi": float, "params": int, "steps": int, "final_loss": float,
+                 "cpu_seconds": float, "translations": dict}
+
+
+def _read_cached(path: str) -> dict[str, Any] | None:
+    """A result kept by another process, or None when there is none or it is not a well-formed one."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            result = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(result, dict) or set(result) != set(_RESULT_TYPES):
+        return None
+    for name, kind in _RESULT_TYPES.items():
+        value = result[name]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            result[name] = value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in result["translations"].items()):
+        return None
+    return result
+
+
+def _write_cached(folder: str, path: str, result: dict[str, Any]) -> None:
+    """Keep ``result`` at ``path`` (written whole, then renamed: a reader never sees half a file)."""
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".run-", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(result, out, ensure_ascii=False)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        warnings.warn(f"{CACHE_ENV}={folder}: cannot keep the project's result there ({exc}); "
+                      "it is memoised in this process only", RuntimeWarning, stacklevel=3)
+
+
 @functools.lru_cache(maxsize=32)
 def _run(key: str, seed: int, fingerprint: str, pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    folder = os.environ.get(CACHE_ENV, "")
+    if not folder:
+        return _train_and_score(key, seed, pairs)
+    name = hashlib.sha256(json.dumps([_library_fingerprint(), key, seed, fingerprint]).encode()).hexdigest()
+    path = os.path.join(folder, f"run-{name}.json")
+    result = _read_cached(path)
+    if result is None:
+        result = _train_and_score(key, seed, pairs)
+        _write_cached(folder, path, result)
+    return result
+
+
+def _train_and_score(key: str, seed: int, pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     from course_lib.metrics import sacrebleu_scores
 
     config = ProjectConfig(**json.loads(key))

@@ -211,6 +211,35 @@ def missing_browser() -> str | None:
     return "; ".join(gone) if gone else None
 
 
+#: course_lib.project.CACHE_ENV (not imported here: that would load torch before the first test)
+PROJECT_CACHE_ENV = "COURSE_PROJECT_CACHE"
+_PROJECT_CACHE_MADE: dict[int, str] = {}
+
+
+def share_project_runs(config) -> None:
+    """Let every process of this run share lesson 12's project runs (course_lib.project.run keeps
+    its results in the folder ``COURSE_PROJECT_CACHE`` names): the grading tests score the same
+    few configurations in the grader's workers, in Jupyter kernels and in this process, ~20 s of
+    CPU each time. A folder already named (``.ci/run`` names one for all its stages) is used as
+    it is; otherwise a new temporary one, removed when the run ends."""
+    if os.environ.get(PROJECT_CACHE_ENV):
+        return
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="course-project-runs-")
+    os.environ[PROJECT_CACHE_ENV] = folder
+    _PROJECT_CACHE_MADE[id(config)] = folder
+
+
+def stop_sharing_project_runs(config) -> None:
+    """Remove the folder :func:`share_project_runs` made for this run (none if it used one it was given)."""
+    folder = _PROJECT_CACHE_MADE.pop(id(config), None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get(PROJECT_CACHE_ENV) == folder:
+            del os.environ[PROJECT_CACHE_ENV]
+
+
 def host_snapshot() -> dict[str, str]:
     """Digests of what a default test run must leave unchanged: the system's users and
     groups, what lies in /opt (two levels of names), and the checkout (tracked content and

@@ -100,3 +100,132 @@ def test_a_learners_keys_and_values_are_echoed_bounded():
     with pytest.raises(ValueError) as err:
         project.check_config({**project.BASELINE, "schedule": huge})
     assert len(str(err.value)) < 400 and "must be one of ['constant', 'cosine']" in str(err.value)
+
+
+# -- results shared across processes (COURSE_PROJECT_CACHE) ---------------------------------------
+
+_FAKE = {"bleu": 7.5, "multi": 9.25, "params": 123, "steps": 300, "final_loss": 2.5, "cpu_seconds": 20.0,
+         "translations": {"Go.": "Va !"}}
+
+
+@pytest.fixture
+def counted_runs(monkeypatch):
+    """project.run with its training replaced by a counter (the memo in this process cleared
+    before and after): what reaches the real work, and with which arguments."""
+    calls: list[tuple] = []
+
+    def fake(key, seed, pairs):
+        calls.append((key, seed, pairs))
+        return json.loads(json.dumps(_FAKE))
+
+    monkeypatch.setattr(project, "_train_and_score", fake)
+    project._run.cache_clear()
+    yield calls
+    project._run.cache_clear()
+
+
+_SMALLEST = {"d_model": 32, "num_heads": 1, "d_ff": 64, "num_layers": 1, "dropout": 0.0, "merges": 250,
+             "batch_size": 128, "peak_lr": 3e-3, "warmup": 0, "schedule": "constant", "label_smoothing": 0.0}
+
+
+def _config(**change):
+    """A configuration, already checked (check_config counts parameters, which builds the BPE vocabularies)."""
+    return project.ProjectConfig(**dict(_SMALLEST, **change))
+
+
+PAIRS = [("Go.", "Va !")]
+
+
+def test_a_result_kept_in_the_folder_is_reused_by_another_process(counted_runs, monkeypatch, tmp_path):
+    monkeypatch.setenv(project.CACHE_ENV, str(tmp_path / "runs"))
+    first = project.run(_config(), PAIRS)
+    project._run.cache_clear()  # what another process sees: only the folder
+    again = project.run(_config(), PAIRS)
+    assert len(counted_runs) == 1 and first == again == _FAKE
+    kept = list((tmp_path / "runs").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("run-") and (tmp_path / "runs").stat().st_mode & 0o077 == 0
+    # anything a result depends on gives another entry: the configuration, the seed, the pairs scored
+    project.run(_config(dropout=0.1), PAIRS)
+    project.run(_config(), PAIRS, seed=1)
+    project.run(_config(), [("Go.", "Bouge !")])
+    assert len(counted_runs) == 4 and len(list((tmp_path / "runs").iterdir())) == 4
+
+
+def test_the_library_torch_and_cpu_kernels_are_part_of_the_key(counted_runs, monkeypatch, tmp_path):
+    monkeypatch.setenv(project.CACHE_ENV, str(tmp_path))
+    project.run(_config(), PAIRS)
+    project._run.cache_clear()
+    monkeypatch.setattr(project, "_library_fingerprint", lambda: "another library or torch build")
+    project.run(_config(), PAIRS)
+    assert len(counted_runs) == 2
+    monkeypatch.undo()
+    fingerprint = project._library_fingerprint
+    fingerprint.cache_clear()
+    before = fingerprint()
+    monkeypatch.setattr(project.torch.backends.cpu, "get_cpu_capability", lambda: "another CPU")
+    fingerprint.cache_clear()
+    try:
+        assert fingerprint() != before
+    finally:
+        monkeypatch.undo()
+        fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize("damage", [
+    "", "{", "[]", '{"bleu": 1.0}', json.dumps(dict(_FAKE, bleu="7.5")), json.dumps(dict(_FAKE, steps=True)),
+    json.dumps(dict(_FAKE, translations={"Go.": 3})), json.dumps(dict(_FAKE, extra=1))])
+def test_a_damaged_entry_is_computed_again_and_replaced(counted_runs, monkeypatch, tmp_path, damage):
+    monkeypatch.setenv(project.CACHE_ENV, str(tmp_path))
+    project.run(_config(), PAIRS)
+    (entry,) = tmp_path.iterdir()
+    entry.write_text(damage, "utf-8")
+    project._run.cache_clear()
+    assert project.run(_config(), PAIRS) == _FAKE
+    assert len(counted_runs) == 2 and json.loads(entry.read_text("utf-8")) == _FAKE
+
+
+def test_without_the_variable_nothing_is_written(counted_runs, monkeypatch, tmp_path):
+    monkeypatch.delenv(project.CACHE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    project.run(_config(), PAIRS)
+    project._run.cache_clear()
+    project.run(_config(), PAIRS)
+    assert len(counted_runs) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_cannot_be_written_warns_and_still_gives_the_result(counted_runs, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", "utf-8")
+    monkeypatch.setenv(project.CACHE_ENV, str(blocker))
+    with pytest.warns(RuntimeWarning, match="COURSE_PROJECT_CACHE=.*cannot keep the project's result there"):
+        assert project.run(_config(), PAIRS) == _FAKE
+    assert blocker.read_text("utf-8") == "not a folder"
+
+
+def test_the_test_run_shares_runs_under_the_name_the_library_reads():
+    from course_tools import tiers
+
+    assert tiers.PROJECT_CACHE_ENV == project.CACHE_ENV
+    import os
+    assert os.environ.get(project.CACHE_ENV), "conftest.py shares the project's runs for the whole test run"
+
+
+@pytest.mark.slow  # two trainings of the smallest configuration, each in a fresh process: ~10 s of CPU
+def test_a_kept_result_is_what_a_fresh_process_computes(tmp_path):
+    """What makes sharing honest: the same configuration trained in two processes gives the same
+    result to the last bit (one thread, fixed seed), kept or not."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from course_lib import project\n"
+            f"r = project.run({_SMALLEST!r}, project.dev_pairs()[:40])\n"
+            "r.pop('cpu_seconds'); print(json.dumps(r, sort_keys=True))")
+    env = {k: v for k, v in os.environ.items() if k != project.CACHE_ENV}
+    fresh = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    kept = subprocess.run([sys.executable, "-c", code], env=dict(env, **{project.CACHE_ENV: str(tmp_path)}),
+                          capture_output=True, text=True, check=True).stdout
+    (entry,) = tmp_path.iterdir()
+    from_folder = json.loads(entry.read_text("utf-8"))
+    from_folder.pop("cpu_seconds")
+    assert json.loads(fresh) == json.loads(kept) == from_folder
