@@ -210,16 +210,19 @@ def test_the_test_run_shares_runs_under_the_name_the_library_reads():
     assert os.environ.get(project.CACHE_ENV), "conftest.py shares the project's runs for the whole test run"
 
 
-@pytest.mark.slow  # two trainings of the smallest configuration, each in a fresh process: ~10 s of CPU
+@pytest.mark.slow  # two short trainings, each in a fresh process: ~8 s of CPU
 def test_a_kept_result_is_what_a_fresh_process_computes(tmp_path):
     """What makes sharing honest: the same configuration trained in two processes gives the same
-    result to the last bit (one thread, fixed seed), kept or not."""
+    result to the last bit (one thread, fixed seed), kept or not. (A budget of 10 steps and BPE of
+    500 merges at most, to keep it short: the same code path as the real budget.)"""
     import os
     import subprocess
     import sys
 
-    code = ("import json, sys; from course_lib import project\n"
+    code = ("import json; from course_lib import project\n"
+            "project.BUDGET_EXAMPLES = 1280; project.CHOICES['merges'] = (250, 500)\n"
             f"r = project.run({_SMALLEST!r}, project.dev_pairs()[:40])\n"
+            "assert r['steps'] == 10, r['steps']\n"
             "r.pop('cpu_seconds'); print(json.dumps(r, sort_keys=True))")
     env = {k: v for k, v in os.environ.items() if k != project.CACHE_ENV}
     fresh = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
