@@ -120,14 +120,14 @@ def pytest_configure(config):
     global _session_config
     _session_config = config
     config.stash[_HOST_KEY] = _tiers.host_snapshot()
-    _tiers.share_project_runs(config)
+    _tiers.share_project_runs()
 
 
 def pytest_unconfigure(config):
     """Leave no empty ``pytest-of-<user>`` folder in the temporary directory: pytest removes the
     tmp_path folders of passing tests (tmp_path_retention_policy = "failed", pyproject.toml), and
     this removes their parent when nothing is left in it (a failed test's folder stays, printed)."""
-    _tiers.stop_sharing_project_runs(config)
+    _tiers.stop_sharing_project_runs()
     factory = getattr(config, "_tmp_path_factory", None)
     basetemp = getattr(factory, "_basetemp", None)
     if basetemp is None or config.option.basetemp:  # never made, or the user's own folder

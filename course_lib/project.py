@@ -355,12 +355,8 @@ def _read_cached(path: str) -> dict[str, Any] | None:
         return None
     if not isinstance(result, dict) or set(result) != set(_RESULT_TYPES):
         return None
-    for name, kind in _RESULT_TYPES.items():
-        value = result[name]
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            result[name] = value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            return None
+    if any(not isinstance(result[name], kind) or isinstance(result[name], bool) for name, kind in _RESULT_TYPES.items()):
+        return None
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in result["translations"].items()):
         return None
     return result

@@ -213,31 +213,31 @@ def missing_browser() -> str | None:
 
 #: course_lib.project.CACHE_ENV (not imported here: that would load torch before the first test)
 PROJECT_CACHE_ENV = "COURSE_PROJECT_CACHE"
-_PROJECT_CACHE_MADE: dict[int, str] = {}
+_project_cache_made: str | None = None  # the folder share_project_runs made (None: it made none)
 
 
-def share_project_runs(config) -> None:
+def share_project_runs() -> None:
     """Let every process of this run share lesson 12's project runs (course_lib.project.run keeps
     its results in the folder ``COURSE_PROJECT_CACHE`` names): the grading tests score the same
     few configurations in the grader's workers, in Jupyter kernels and in this process, ~20 s of
     CPU each time. A folder already named (``.ci/run`` names one for all its stages) is used as
     it is; otherwise a new temporary one, removed when the run ends."""
+    global _project_cache_made
     if os.environ.get(PROJECT_CACHE_ENV):
         return
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="course-project-runs-")
-    os.environ[PROJECT_CACHE_ENV] = folder
-    _PROJECT_CACHE_MADE[id(config)] = folder
+    _project_cache_made = os.environ[PROJECT_CACHE_ENV] = tempfile.mkdtemp(prefix="course-project-runs-")
 
 
-def stop_sharing_project_runs(config) -> None:
+def stop_sharing_project_runs() -> None:
     """Remove the folder :func:`share_project_runs` made for this run (none if it used one it was given)."""
-    folder = _PROJECT_CACHE_MADE.pop(id(config), None)
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-        if os.environ.get(PROJECT_CACHE_ENV) == folder:
+    global _project_cache_made
+    if _project_cache_made is not None:
+        shutil.rmtree(_project_cache_made, ignore_errors=True)
+        if os.environ.get(PROJECT_CACHE_ENV) == _project_cache_made:
             del os.environ[PROJECT_CACHE_ENV]
+        _project_cache_made = None
 
 
 def host_snapshot() -> dict[str, str]:

@@ -173,6 +173,7 @@ def test_the_library_torch_and_cpu_kernels_are_part_of_the_key(counted_runs, mon
 
 @pytest.mark.parametrize("damage", [
     "", "{", "[]", '{"bleu": 1.0}', json.dumps(dict(_FAKE, bleu="7.5")), json.dumps(dict(_FAKE, steps=True)),
+    json.dumps(dict(_FAKE, bleu=99)),
     json.dumps(dict(_FAKE, translations={"Go.": 3})), json.dumps(dict(_FAKE, extra=1))])
 def test_a_damaged_entry_is_computed_again_and_replaced(counted_runs, monkeypatch, tmp_path, damage):
     monkeypatch.setenv(project.CACHE_ENV, str(tmp_path))
@@ -232,3 +233,40 @@ def test_a_kept_result_is_what_a_fresh_process_computes(tmp_path):
     from_folder = json.loads(entry.read_text("utf-8"))
     from_folder.pop("cpu_seconds")
     assert json.loads(fresh) == json.loads(kept) == from_folder
+
+
+@pytest.mark.sandbox  # grades a notebook in the grader's sandbox: ~5 s
+def test_a_learner_can_neither_see_nor_fill_the_graders_project_runs(tmp_path, monkeypatch):
+    """The folder holds what the grader trusts (scores) and what it hides (translations of the
+    held-back sentences): a learner's cell that tries to list it, read it or plant a forged entry
+    finds nothing there (its /tmp is its own), and the grader's folder is as the grader left it."""
+    from course_grader.notebook import Assignment
+    from course_grader.runner import grade_submission
+    from course_grader.sandbox import SandboxConfig
+    from course_tools.grading_dev.testing import variant, write_notebook
+
+    folder = tmp_path / "runs"
+    folder.mkdir(mode=0o700)
+    kept = folder / ("run-" + "0" * 64 + ".json")
+    kept.write_text(json.dumps(_FAKE), "utf-8")
+    monkeypatch.setenv(project.CACHE_ENV, str(folder))
+    source = ROOT / "solutions" / "lesson03_scoring" / "scoring.ipynb"
+    attack = (f"import json, os\nfolder = {str(folder)!r}\n"
+              "seen = os.environ.get('COURSE_PROJECT_CACHE'), os.path.exists(folder)\n"
+              "print('ATTACK seen', seen)\n"
+              "try:\n    os.makedirs(folder, exist_ok=True)\n"
+              "    open(os.path.join(folder, 'run-' + 'f' * 64 + '.json'), 'w').write(json.dumps({'bleu': 99.0}))\n"
+              "    print('ATTACK planted')\nexcept OSError as exc:\n    print('ATTACK refused', type(exc).__name__)\n")
+    nb = variant(source)
+    code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    nb["cells"].insert(code + 1, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                                  "source": attack})
+    path = write_notebook(nb, tmp_path / "learner" / "scoring.ipynb")
+    result = grade_submission(Assignment.load(source.parent), "learner", {"scoring": path},
+                              config=SandboxConfig(cell_timeout=60, call_timeout=30))
+    out = "".join(str(c.get("stdout", "")) for c in result.notebooks[0].cells)
+    assert "ATTACK seen (None, False)" in out, out[-2000:]
+    # what it "planted" went to the sandbox's own /tmp, gone with it: the grader's folder is untouched
+    assert "ATTACK planted" in out or "ATTACK refused" in out, out[-2000:]
+    assert sorted(p.name for p in folder.iterdir()) == [kept.name]
+    assert json.loads(kept.read_text("utf-8")) == _FAKE
