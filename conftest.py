@@ -113,12 +113,39 @@ def pytest_runtest_makereport(item, call):
     report.tiers = [t for t in _tiers.TIERS if item.get_closest_marker(t) is not None]
 
 
+def pytest_addoption(parser):
+    parser.addoption(_tiers.SHARD_OPTION, metavar="I/N", default=None,
+                     help="run part I of N of the selected tests (after -m and -k): lesson notebooks stay whole, "
+                          "the N parts together run every selected test once (.ci/run's STAGE@I/N)")
+
+
+class _Shard:
+    """Keeps shard I of N of the selected items (course_tools.tiers.split_shard): last, after -m and -k."""
+
+    def __init__(self, shard: tuple[int, int]):
+        self.shard = shard
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        kept, left = _tiers.split_shard(items, self.shard)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
+
+
 _session_config = None
 
 
 def pytest_configure(config):
     global _session_config
     _session_config = config
+    spec = config.getoption(_tiers.SHARD_OPTION.lstrip("-").replace("-", "_"), None)
+    if spec is not None:
+        try:
+            shard = _tiers.parse_shard(spec)
+        except ValueError as err:
+            raise pytest.UsageError(str(err)) from None
+        config.pluginmanager.register(_Shard(shard), "course-ci-shard")
     config.stash[_HOST_KEY] = _tiers.host_snapshot()
     _tiers.share_project_runs()
 

@@ -211,6 +211,38 @@ def missing_browser() -> str | None:
     return "; ".join(gone) if gone else None
 
 
+SHARD_OPTION = "--ci-shard"
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N): shard I of N, 1 <= I <= N. ValueError says what a shard looks like."""
+    parts = spec.split("/")
+    if len(parts) == 2 and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= int(parts[1]):
+        return int(parts[0]), int(parts[1])
+    raise ValueError(f"{SHARD_OPTION}={spec!r}: a shard is I/N, part I of N with 1 <= I <= N (e.g. {SHARD_OPTION}=2/3)")
+
+
+def shard_unit(item) -> str:
+    """What stays together in one shard: a lesson notebook's cells (nbval runs them in order, in
+    one kernel), otherwise one test."""
+    return str(item.path) if item.path.suffix == ".ipynb" else item.nodeid
+
+
+def split_shard(items: list, shard: tuple[int, int]) -> tuple[list, list]:
+    """(kept, left) for shard (I, N) of ``items``: the units (:func:`shard_unit`) in the order they
+    were collected, dealt round-robin, so that the N shards of one selection are disjoint and run
+    every item once between them, and a stage's costly cases (listed together) are shared out."""
+    index, count = shard
+    order: dict[str, int] = {}
+    for item in items:
+        order.setdefault(shard_unit(item), len(order))
+    kept: list = []
+    left: list = []
+    for item in items:
+        (kept if order[shard_unit(item)] % count == index - 1 else left).append(item)
+    return kept, left
+
+
 #: course_lib.project.CACHE_ENV (not imported here: that would load torch before the first test)
 PROJECT_CACHE_ENV = "COURSE_PROJECT_CACHE"
 _project_cache_made: str | None = None  # the folder share_project_runs made (None: it made none)

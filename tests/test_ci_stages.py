@@ -74,16 +74,65 @@ def _plan() -> list[str]:
     return [quoted or bare for quoted, bare in re.findall(r'"([^"]*)"|(\S+)', match[1])]
 
 
-def test_the_default_plan_runs_every_stage_once_in_three_lanes_at_most() -> None:
+def _stages_of(step: str) -> tuple[int, list[str]]:
+    """(how many run at once, the stage names) of a step: a pool ("N workers: ..."), lanes or one lane."""
+    pool = re.fullmatch(r"(\d+) workers?: *(.*)", step)
+    if pool:
+        return int(pool[1]), pool[2].split()
+    return len(step.split("|")), step.replace("|", " ").split()
+
+
+def test_the_default_plan_runs_every_stage_once_with_three_at_a_time_at_most() -> None:
     stages = re.search(r"^all=\(([^)]*)\)", CI.read_text(), re.M)
-    assert stages
+    splittable = re.search(r"^splittable=\(([^)]*)\)", CI.read_text(), re.M)
+    assert stages and splittable
     steps = _plan()
-    # two cores: three lanes at most (several stages mostly wait), and lint first, where one starts
-    assert all(len(step.split("|")) <= 3 for step in steps), steps
-    assert any(lane.split()[:1] == ["lint"] for step in steps for lane in step.split("|")), steps
-    named = [s for step in steps for s in step.replace("|", " ").split()]
-    assert sorted(named) == sorted(stages[1].split()), named
     assert steps[0] == "setup" and steps[-1] == "checkout"
+    # two cores: three at a time at most (several stages mostly wait), and lint the first test stage
+    assert all(_stages_of(step)[0] <= 3 for step in steps), steps
+    named = [s for step in steps for s in _stages_of(step)[1]]
+    assert [s for s in named if s not in ("setup", "checkout")][0] == "lint", named
+    # each stage once: whole, or as all of its parts I/N, I = 1..N, and only a stage that can run in parts
+    whole = [s for s in named if "@" not in s]
+    parts: dict[str, list[str]] = {}
+    for s in named:
+        if "@" in s:
+            stage, part = s.split("@")
+            parts.setdefault(stage, []).append(part)
+    assert set(parts) <= set(splittable[1].split()), parts
+    for stage, got in parts.items():
+        count = int(got[0].split("/")[1])
+        assert sorted(got) == sorted(f"{i}/{count}" for i in range(1, count + 1)), (stage, got)
+    assert sorted(whole + list(parts)) == sorted(stages[1].split()), named
+
+
+def test_a_pool_runs_every_stage_once_and_takes_none_after_a_failure(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", str(CI), "2 workers: checkout checkout checkout"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("=== CI stage checkout passed") == 3, result.stdout
+    # one worker: the queue in order; the failure stops it, the stage after it never starts
+    result = subprocess.run(["bash", str(CI), "1 worker: checkout no_such_stage checkout", "checkout"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    out = result.stdout
+    assert result.returncode == 2, out + result.stderr
+    assert out.count("=== CI stage checkout started") == 1, out
+    assert "=== CI FAILED in stage 'no_such_stage' (exit 2, " in out
+
+
+@pytest.mark.parametrize("stage, message", [
+    ("fairness@4/3", "stage 'fairness@4/3': a part is STAGE@I/N, part I of N with 1 <= I <= N"),
+    ("fairness@0/3", "stage 'fairness@0/3': a part is STAGE@I/N"),
+    ("fairness@one", "stage 'fairness@one': a part is STAGE@I/N"),
+    ("checkout@1/2", "stage 'checkout' does not run in parts; these do: fast content"),
+])
+def test_a_part_that_cannot_be_had_is_refused_before_anything_runs(tmp_path: Path, stage: str, message: str) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", str(CI), stage], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert f"=== CI FAILED in stage '{stage}' (exit 2, " in result.stdout
 
 
 def test_two_lanes_run_side_by_side_and_a_failure_names_its_stage(tmp_path: Path) -> None:
@@ -119,7 +168,8 @@ def test_the_slow_tier_runs_once_split_between_the_slow_and_fairness_stages() ->
     fairness = re.search(r"^fairness=(\S+)$", text, re.M)
     assert fairness and (ROOT / fairness[1]).is_file()
     # slow: the tier over tests/ less the file; fairness: the tier in the file (together, the tier once)
-    assert '-m "$(expr_for slow)" --ignore="$fairness" tests ;;' in text and '-m "$(expr_for slow)" "$fairness" ;;' in text
+    assert '-m "$(expr_for slow)" --ignore="$fairness" tests ;;' in text
+    assert '-m "$(expr_for slow)" "$fairness" ;;' in text
     out = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
                           "--collect-only", "-q", "-m", _expr("slow"), fairness[1]],
                          capture_output=True, text=True, cwd=ROOT, timeout=300).stdout

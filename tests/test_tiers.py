@@ -58,6 +58,52 @@ def test_a_declared_module_collects(tmp_path: Path) -> None:
     assert "1 test collected" in result.stdout
 
 
+class _Item:
+    def __init__(self, path: str, nodeid: str):
+        self.path, self.nodeid = Path(path), nodeid
+
+
+def test_parts_are_disjoint_cover_every_item_and_keep_a_notebook_whole() -> None:
+    items = ([_Item("notebooks/a.ipynb", f"notebooks/a.ipynb::Cell {i}") for i in range(3)]
+             + [_Item("tests/test_x.py", f"tests/test_x.py::test_{i}") for i in range(5)]
+             + [_Item("notebooks/b.ipynb", f"notebooks/b.ipynb::Cell {i}") for i in range(2)])
+    kept = [_tiers.split_shard(items, (i, 3)) for i in (1, 2, 3)]
+    ids = [[it.nodeid for it in k] for k, _ in kept]
+    assert sorted(sum(ids, [])) == sorted(it.nodeid for it in items)  # each item in exactly one part
+    for part, (_, left) in zip(ids, kept):
+        assert len(part) + len(left) == len(items)
+    # a notebook's cells stay together and in order; the units (a, x0 ... x4, b) are dealt round-robin
+    assert ids[0] == ["notebooks/a.ipynb::Cell 0", "notebooks/a.ipynb::Cell 1", "notebooks/a.ipynb::Cell 2",
+                      "tests/test_x.py::test_2", "notebooks/b.ipynb::Cell 0", "notebooks/b.ipynb::Cell 1"], ids
+    assert ids[2] == ["tests/test_x.py::test_1", "tests/test_x.py::test_4"], ids
+    assert [it.nodeid for it in _tiers.split_shard(items, (1, 1))[0]] == [it.nodeid for it in items]
+    assert _tiers.parse_shard("2/3") == (2, 3)
+    for bad in ("0/3", "4/3", "1/0", "1", "a/b", "1/2/3", "-1/2"):
+        with pytest.raises(ValueError, match="a shard is I/N, part I of N"):
+            _tiers.parse_shard(bad)
+
+
+@pytest.mark.slow  # three pytest runs in subprocesses: about 6 s CPU
+def test_the_ci_shard_option_splits_what_m_selected(tmp_path: Path) -> None:
+    source = 'TIER = "fast"\nimport pytest\n\n' + "".join(
+        f"def test_{i}():\n    pass\n\n\n@pytest.mark.slow\ndef test_slow_{i}():\n    pass\n\n\n" for i in range(4))
+    test = tmp_path / "test_probe.py"
+    test.write_text(source)
+    parts = []
+    for i in (1, 2):
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q",
+                                 "--collect-only", "-o", "addopts=", "--rootdir", str(tmp_path), "-m", "not slow",
+                                 f"--ci-shard={i}/2", str(test)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        parts.append([line.split("::")[1] for line in result.stdout.splitlines() if "::" in line])
+    # the shard is taken of the tests -m selected: two of the four fast ones each, none of the slow
+    assert parts == [["test_0", "test_2"], ["test_1", "test_3"]], parts
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-q",
+                             "--collect-only", "-o", "addopts=", "--rootdir", str(tmp_path), "--ci-shard=3/2",
+                             str(test)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "--ci-shard='3/2': a shard is I/N" in result.stderr, result.stderr
+
+
 @pytest.mark.slow  # a pytest in a subprocess: about 4 s CPU
 def test_lesson_cells_wait_longer_than_nbvals_five_seconds_for_their_output(tmp_path: Path) -> None:
     """nbval gives a finished cell 5 s to deliver its output messages, then fails it and skips the
