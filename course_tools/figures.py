@@ -102,20 +102,53 @@ def write(rows: dict[str, list[str]], path: Path = FIGURES) -> None:
     path.write_text("".join(lines), "utf-8")
 
 
+#: the READMEs whose tests table quotes these figures (the last cell of each tier's row)
+READMES = ("README.md", "README.zh-CN.md", "README.zh-TW.md")
+NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def readme_rows(text: str) -> dict[str, str]:
+    """A README's tests table: the last cell (the figures it quotes) by tier."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].strip("`") in ORDER and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[-1]
+    return rows
+
+
+def stale_quotes(readme: str, measured: dict[str, list[str]]) -> list[str]:
+    """The numbers a README's tests table quotes that are not among its tier's measured figures."""
+    bad = []
+    for tier, cell in readme_rows(readme).items():
+        have = set(measured.get(tier, []))
+        for number in NUMBER.findall(cell):
+            if number not in have:
+                bad.append(f"{tier}: {number!r} in {cell!r}")
+    return bad
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_tools.figures", description=__doc__.split("\n\n")[0])
     parser.add_argument("tiers", nargs="*", help=f"tiers to measure (default: {' '.join(ORDER)})")
     parser.add_argument("--durations", type=int, default=0, metavar="N",
                         help="print each tier's N slowest tests (wall time: pytest's --durations)")
     args = parser.parse_args(argv)
-    rows = read_rows()
-    for tier in args.tiers or ORDER:
-        got = measure(tier, args.durations)
-        rows[tier] = [got["passed"], got["skipped"], got["cpu"], got["wall"], got["load"], got["when"]]
-        print(f"{tier}: {got['passed']} passed, {got['skipped']} skipped, {got['cpu']} s CPU, {got['wall']} s wall "
-              f"(load {got['load']})")
-        write(rows)
-    print(f"wrote {FIGURES.relative_to(REPO)}")
+    rows = read_rows(FIGURES)
+    # The file is written once, after the last tier (or the first that fails): a tier measured
+    # later (content checks the READMEs' quotes against this file) sees the figures it started with.
+    try:
+        for tier in args.tiers or ORDER:
+            got = measure(tier, args.durations)
+            rows[tier] = [got["passed"], got["skipped"], got["cpu"], got["wall"], got["load"], got["when"]]
+            print(f"{tier}: {got['passed']} passed, {got['skipped']} skipped, {got['cpu']} s CPU, "
+                  f"{got['wall']} s wall (load {got['load']})", flush=True)
+    finally:
+        write(rows, FIGURES)
+        print(f"wrote {FIGURES.relative_to(REPO)}")
+        for name in READMES:
+            for quote in stale_quotes((REPO / name).read_text("utf-8"), rows):
+                print(f"{name} now quotes a figure the file does not have: {quote}: quote the file's")
     return 0
 
 
