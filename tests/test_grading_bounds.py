@@ -133,27 +133,18 @@ def test_closing_the_self_checks_learner_process_kills_it_at_once():
 
 
 def _stall_cell() -> str:
-    """A learner cell that makes every reply of its sandbox (but a cell's) one 48 MB message: a
-    list of 24 million references to one list, which takes the trusted side about 40 s of CPU to
-    unpickle. The message is built here and shipped compressed (70 KB), so the cell itself costs
-    the sandbox almost nothing."""
+    """A learner cell that makes every reply of its sandbox (but a cell's) one 48 MB message in the
+    wire format (protocol.pack's frame): a JSON control part of 12 million one-element lists, which
+    the trusted side parses in full (seconds of CPU) before it can count the value's parts and
+    refuse it. The message is built here and shipped compressed, so the cell itself costs the
+    sandbox almost nothing."""
     import base64
-    import io
-    import pickle
     import struct
-    import zipfile
     import zlib
 
-    import torch
-    buf = io.BytesIO()
-    torch.save(0, buf)
-    src, out = zipfile.ZipFile(io.BytesIO(buf.getvalue())), io.BytesIO()
-    value = {"ok": True, "value": {"__t": "dict", "items": [["big", [[0]] * 24_000_000]]}}
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
-        for info in src.infolist():
-            data = pickle.dumps(value, protocol=2) if info.filename.endswith("/data.pkl") else src.read(info)
-            archive.writestr(info.filename, data)
-    frame = struct.pack(">Q", len(out.getvalue())) + out.getvalue()
+    control = b'{"ok":true,"value":[' + b"[0]," * (12_000_000 - 1) + b"[0]]}"
+    payload = struct.pack(">I", len(control)) + control
+    frame = struct.pack(">Q", len(payload)) + payload
     blob = base64.b64encode(zlib.compress(frame, 9)).decode()
     return f'''
 import base64, os, sys, zlib
@@ -174,17 +165,17 @@ _Server.send = _stall
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_a_learner_whose_values_stall_decoding_is_killed_at_the_budget(tmp_path):
-    """Every reply of this learner's sandbox is a 48 MB message that takes the trusted side tens of
-    seconds to unpickle (a list of 24 million references), so the budget, checked only between
-    steps, was overrun by a whole decode per step. The watchdog kills the worker at the budget;
+    """Every reply of this learner's sandbox is a 48 MB message that takes the trusted side seconds
+    to parse (12 million JSON lists), so the budget, checked only between steps, would be overrun
+    by a whole parse per step. The watchdog kills the worker at the budget;
     the classmate graded next by the same slot gets full marks."""
     from course_grader.cli import grade_many, learner_budget
     assignment = Assignment.load(SOLUTION.parent)
     first_code = next(i for i, c in enumerate(json.loads(RELEASED.read_text("utf-8"))["cells"]) if c["cell_type"] == "code")
     attacker = write_notebook(_learner({}, extra=_stall_cell(), at=first_code + 1), tmp_path / "attacker" / "scoring.ipynb")
     victim = write_notebook(variant(SOLUTION), tmp_path / "victim" / "scoring.ipynb")
-    # the budget covers the learner's cells (decompressing 48 MB: a fraction of a second), never one
-    # decode of the reply (about 40 s of CPU)
+    # the budget covers the learner's cells (decompressing 48 MB: a fraction of a second); each reply
+    # costs the trusted side a parse of seconds, so the replies together outlast it
     config = SandboxConfig(cell_timeout=120, call_timeout=120, submission_timeout=20.0, startup_timeout=300)
     grace = 5.0
     items = [(assignment, "attacker", {"scoring": attacker}), (assignment, "victim", {"scoring": victim})]
