@@ -139,7 +139,7 @@ _session_config = None
 def pytest_configure(config):
     global _session_config
     _session_config = config
-    spec = config.getoption(_tiers.SHARD_OPTION.lstrip("-").replace("-", "_"), None)
+    spec = config.getoption(_tiers.SHARD_OPTION)
     if spec is not None:
         try:
             shard = _tiers.parse_shard(spec)
