@@ -147,14 +147,15 @@ def pytest_configure(config):
             raise pytest.UsageError(str(err)) from None
         config.pluginmanager.register(_Shard(shard), "course-ci-shard")
     config.stash[_HOST_KEY] = _tiers.host_snapshot()
-    _tiers.share_project_runs()
+    _tiers.make_run_folders()
 
 
 def pytest_unconfigure(config):
-    """Leave no empty ``pytest-of-<user>`` folder in the temporary directory: pytest removes the
-    tmp_path folders of passing tests (tmp_path_retention_policy = "failed", pyproject.toml), and
+    """Leave nothing in the temporary directory: the run's shared folders go
+    (``_tiers.remove_run_folders``), and so does an empty ``pytest-of-<user>`` folder: pytest removes
+    the tmp_path folders of passing tests (tmp_path_retention_policy = "failed", pyproject.toml), and
     this removes their parent when nothing is left in it (a failed test's folder stays, printed)."""
-    _tiers.stop_sharing_project_runs()
+    _tiers.remove_run_folders()
     factory = getattr(config, "_tmp_path_factory", None)
     basetemp = getattr(factory, "_basetemp", None)
     if basetemp is None or config.option.basetemp:  # never made, or the user's own folder

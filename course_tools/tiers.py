@@ -245,31 +245,38 @@ def split_shard(items: list, shard: tuple[int, int]) -> tuple[list, list]:
 
 #: course_lib.project.CACHE_ENV (not imported here: that would load torch before the first test)
 PROJECT_CACHE_ENV = "COURSE_PROJECT_CACHE"
-_project_cache_made: str | None = None  # the folder share_project_runs made (None: it made none)
+#: where torch's compiler keeps its cache; torch makes ``<temp dir>/torchinductor_<user>`` the first
+#: time a process imports torch._dynamo (an optimizer's first step does), and never removes it
+TORCH_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+#: the folders every process of a test run shares, by the variable that names each, with the
+#: prefix of the temporary folder made when the variable names none
+RUN_FOLDERS = {PROJECT_CACHE_ENV: "course-project-runs-", TORCH_CACHE_ENV: "course-torch-cache-"}
+_run_folders_made: dict[str, str] = {}  # the folders make_run_folders made, by variable
 
 
-def share_project_runs() -> None:
-    """Let every process of this run share lesson 12's project runs (course_lib.project.run keeps
-    its results in the folder ``COURSE_PROJECT_CACHE`` names): the grading tests score the same
-    few configurations in the grader's workers, in Jupyter kernels and in this process, ~20 s of
-    CPU each time. A folder already named (``.ci/run`` names one for all its stages) is used as
-    it is; otherwise a new temporary one, removed when the run ends."""
-    global _project_cache_made
-    if os.environ.get(PROJECT_CACHE_ENV):
-        return
+def make_run_folders() -> None:
+    """Name a folder for each of :data:`RUN_FOLDERS` that no variable names yet, for this run and
+    every process it starts (children inherit the variables). Lesson 12's project runs
+    (course_lib.project.run keeps its results in ``COURSE_PROJECT_CACHE``): the grading tests score
+    the same few configurations in the grader's workers, in Jupyter kernels and in this process,
+    ~20 s of CPU each time. torch's compiler cache: without a folder named, every process that
+    steps an optimizer leaves ``torchinductor_<user>`` in the temporary directory. A folder already
+    named (``.ci/run`` names one for all its stages) is used as it is; one made here is removed by
+    :func:`remove_run_folders` when the run ends."""
     import tempfile
 
-    _project_cache_made = os.environ[PROJECT_CACHE_ENV] = tempfile.mkdtemp(prefix="course-project-runs-")
+    for env, prefix in RUN_FOLDERS.items():
+        if not os.environ.get(env):
+            _run_folders_made[env] = os.environ[env] = tempfile.mkdtemp(prefix=prefix)
 
 
-def stop_sharing_project_runs() -> None:
-    """Remove the folder :func:`share_project_runs` made for this run (none if it used one it was given)."""
-    global _project_cache_made
-    if _project_cache_made is not None:
-        shutil.rmtree(_project_cache_made, ignore_errors=True)
-        if os.environ.get(PROJECT_CACHE_ENV) == _project_cache_made:
-            del os.environ[PROJECT_CACHE_ENV]
-        _project_cache_made = None
+def remove_run_folders() -> None:
+    """Remove the folders :func:`make_run_folders` made (none it was given), and their variables."""
+    for env, folder in list(_run_folders_made.items()):
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get(env) == folder:
+            del os.environ[env]
+        del _run_folders_made[env]
 
 
 def host_snapshot() -> dict[str, str]:

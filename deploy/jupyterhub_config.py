@@ -118,6 +118,9 @@ def pre_spawn_hook(spawner) -> None:  # noqa: ANN001 - JupyterHub's Spawner
     role = "instructor" if instructor else "learner"
     # A new dict: the configured one is shared by every user's spawner.
     env = dict(spawner.environment, JUPYTER_CONFIG_PATH=str(HERE / "jupyter" / role))
+    # torch's compiler cache (made by a lesson's first optimizer step) in the user's home, not as
+    # /tmp/torchinductor_<user>, which would outlive the account
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(pw.pw_dir, ".cache", "torchinductor")
     if instructor:
         env["COURSE_DIR"] = os.path.join(pw.pw_dir, "course")
     spawner.environment = env

@@ -162,8 +162,21 @@ def _remove_users() -> None:
     """Stop the test users' processes (by PID) and delete users and groups."""
     for name in (TEACHER, *LEARNERS):
         if _user_exists(name):
-            for pid in _pids_of_uid(pwd.getpwnam(name).pw_uid):
+            uid = pwd.getpwnam(name).pw_uid
+            for pid in _pids_of_uid(uid):
                 _kill_pid(pid, grace=3)
+            # what the user's processes left in the shared temporary directory would outlive the
+            # account (userdel -r removes the home only), owned by a number nobody has
+            for entry in Path("/tmp").iterdir():
+                try:
+                    if entry.lstat().st_uid == uid:
+                        print(f"removing {entry}, left by {name}")
+                        if entry.is_dir() and not entry.is_symlink():
+                            shutil.rmtree(entry)
+                        else:
+                            entry.unlink()
+                except OSError:
+                    pass
             subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
     for group in (LEARNER_GROUP, INSTRUCTOR_GROUP):
         subprocess.run(["groupdel", group], capture_output=True)

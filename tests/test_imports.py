@@ -144,3 +144,57 @@ def test_each_module_imports_first_on_its_own(module: str) -> None:
     code, err = _import_in_fork(module)
     assert code == 0, err[-2000:]
 
+
+
+# The layers, lowest first: a package imports only the packages below it (and third-party ones).
+# course_lib is what learners read; course_grader grades against it; course_tools (the course's own
+# tooling) uses both; benchmarks, deploy and the tests sit on top. (site/ holds a wrapper script, not
+# a package: `import site` is Python's own module.)
+LAYERS = ("course_lib", "course_grader", "course_tools", "benchmarks", "deploy", "tests")
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The top-level package of every import in ``path`` (anywhere in it; relative imports stay in
+    the file's own package), and of every ``importlib.import_module("...")`` with a literal name."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value.split(".")[0])
+    return found
+
+
+def upward_imports(root: Path) -> list[str]:
+    """``file: package`` for each import of a layer above the file's own (or of the same-level
+    tools beside it: deploy does not import site)."""
+    found = []
+    for rank, layer in enumerate(LAYERS[:3]):
+        for path in sorted((root / layer).rglob("*.py")):
+            above = _top_level_imports(path) & set(LAYERS[rank + 1:])
+            found += [f"{path.relative_to(root).as_posix()}: {pkg}" for pkg in sorted(above)]
+    return found
+
+
+@pytest.mark.lint  # reads every module of three packages (0.6 s of CPU): a check of the code's shape
+def test_no_upward_import_between_the_packages() -> None:
+    assert upward_imports(PACKAGE.parent) == [], (
+        "a package imports one above it (layers, lowest first: " + " < ".join(LAYERS) + "); move the code "
+        "down to where its users can import it")
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    for layer, text, above in (("course_lib", "from course_grader.cli import main\n", "course_grader"),
+                               ("course_lib", "def f():\n    import course_tools.tiers\n", "course_tools"),
+                               ("course_grader", "import importlib\nm = importlib.import_module('course_tools.lessons')\n",
+                                "course_tools"),
+                               ("course_tools", "from benchmarks import bench_vit\n", "benchmarks")):
+        (tmp_path / layer).mkdir(exist_ok=True)
+        (tmp_path / layer / "m.py").write_text(text)
+        assert upward_imports(tmp_path) == [f"{layer}/m.py: {above}"], text
+        (tmp_path / layer / "m.py").unlink()
+    (tmp_path / "course_tools" / "ok.py").write_text("from course_lib import masking\nfrom . import tiers\nimport torch\n")
+    assert upward_imports(tmp_path) == []
