@@ -170,6 +170,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     over = _tiers.over_budget_message(config.stash.get(_FAST_CPU_KEY, {}))
     if over:
         terminalreporter.write_line(over, yellow=True)
+    for line in _tiers.kept_lines():
+        terminalreporter.write_line(line)
     outcomes = config.stash.get(_OUTCOMES_KEY, {})
     if not outcomes:
         return

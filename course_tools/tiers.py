@@ -279,6 +279,28 @@ def remove_run_folders() -> None:
         del _run_folders_made[env]
 
 
+#: folders a test keeps for a person to look at (screenshots, logs), with what they hold: the run's
+#: last lines name them (conftest.py), since pytest hides what a passing test prints
+KEPT: list[tuple[str, str]] = []
+
+
+def keep_folder(what: str, env: str, prefix: str) -> Path:
+    """A folder a test keeps after the run: the one ``env`` names, else a new temporary one; named
+    in the run's summary (``kept for you: ...``)."""
+    import tempfile
+
+    path = Path(os.environ.get(env) or tempfile.mkdtemp(prefix=prefix))
+    path.mkdir(parents=True, exist_ok=True)
+    if str(path) not in {p for p, _ in KEPT}:
+        KEPT.append((str(path), what))
+    return path
+
+
+def kept_lines() -> list[str]:
+    """The summary's lines for the kept folders (none if no test kept one)."""
+    return [f"kept for you: {what}: {path}" for path, what in KEPT]
+
+
 def host_snapshot() -> dict[str, str]:
     """Digests of what a default test run must leave unchanged: the system's users and
     groups, what lies in /opt (two levels of names), and the checkout (tracked content and

@@ -51,6 +51,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from course_tools import tiers as _tiers
 from course_tools.grading_dev.points import assignment_points
 from course_tools.grading_dev.testing import load_mistakes
 from deploy import make_course
@@ -64,9 +65,8 @@ def _artifacts_folder() -> Path:
     """Screenshots, hub log and timings: COURSE_E2E_ARTIFACTS, or a fresh temporary folder that
     the test prints and keeps. Made by the hub fixture, when the test runs: never at import (a
     skipped or deselected test leaves nothing behind)."""
-    path = Path(os.environ.get("COURSE_E2E_ARTIFACTS") or tempfile.mkdtemp(prefix="course-e2e-artifacts-"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _tiers.keep_folder("the class hub's screenshots, hub log and timings", "COURSE_E2E_ARTIFACTS",
+                              "course-e2e-artifacts-")
 PREFIX = Path(os.environ.get("COURSE_PREFIX", "/opt/attention-course"))
 VENV_BIN = PREFIX / "venv" / "bin"
 CHROMIUM = os.environ.get("COURSE_E2E_CHROMIUM", "/usr/bin/chromium")

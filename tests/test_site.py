@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from course_tools import site_build as build
+from course_tools import tiers as _tiers
 from course_tools.tiers import in_ci
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -424,8 +425,7 @@ _GLYPH_JS = r"""
 
 
 def _shots() -> Path:
-    d = Path(os.environ.get("COURSE_SITE_SHOTS") or tempfile.mkdtemp(prefix="course-site-shots-"))
-    d.mkdir(parents=True, exist_ok=True)
+    d = _tiers.keep_folder("the website's screenshots and counts", "COURSE_SITE_SHOTS", "course-site-shots-")
     print(f"\nsite screenshots and counts: {d}")
     return d
 

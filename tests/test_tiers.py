@@ -185,3 +185,17 @@ def test_the_lazy_imports_are_what_a_first_comparison_and_optimizer_load() -> No
             "print(sorted(set(sys.modules) - before))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout
     assert out.strip() == "[]", out[-2000:]
+
+
+def test_a_kept_folder_is_named_in_the_summary(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(_tiers, "KEPT", [])
+    given = tmp_path / "shots"
+    monkeypatch.setenv("COURSE_TEST_SHOTS", str(given))
+    assert _tiers.keep_folder("screenshots", "COURSE_TEST_SHOTS", "shots-") == given and given.is_dir()
+    _tiers.keep_folder("screenshots", "COURSE_TEST_SHOTS", "shots-")  # kept twice, named once
+    monkeypatch.delenv("COURSE_TEST_SHOTS")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    made = _tiers.keep_folder("the hub's log", "COURSE_TEST_SHOTS", "hub-log-")
+    assert made.parent == tmp_path and made.name.startswith("hub-log-")
+    assert _tiers.kept_lines() == [f"kept for you: screenshots: {given}", f"kept for you: the hub's log: {made}"]
