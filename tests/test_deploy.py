@@ -112,10 +112,10 @@ def test_role_configuration() -> None:
     import nbgrader
 
     ext = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader" / "static"
-    if ext.is_dir():
-        bundle = "".join(p.read_text(errors="replace") for p in ext.glob("*.js"))
-        for plugin in disabled:
-            assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, f"{plugin} is not a plugin of nbgrader {nbgrader.__version__}"
+    assert ext.is_dir(), f"no nbgrader lab extension in {ext}: `bash scripts/setup.sh` installs nbgrader with it"
+    bundle = "".join(p.read_text(errors="replace") for p in ext.glob("*.js"))
+    for plugin in disabled:
+        assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, f"{plugin} is not a plugin of nbgrader {nbgrader.__version__}"
 
 
 def test_shell_scripts_parse() -> None:
