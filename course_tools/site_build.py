@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_tools.lessons import NAME as LESSON_NAME
-from course_tools.lessons import lesson_id, lesson_key
+from course_tools.lessons import lesson_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "site"  # conf.py, templates and static files (this module moved here from site/build.py)
@@ -56,7 +56,7 @@ class Edition:
     readme: str
 
     def present(self) -> bool:
-        return any(LESSON_NAME.fullmatch(p.name) for p in (REPO / self.lessons).glob("*.ipynb"))
+        return bool(lesson_notebooks(REPO / self.lessons))
 
 
 EDITIONS = [
@@ -210,8 +210,7 @@ def nb_title(nb: dict, fallback: str) -> str:
 
 
 def lessons_of(ed: Edition) -> list[Path]:
-    found = [p for p in (REPO / ed.lessons).glob("*.ipynb") if LESSON_NAME.fullmatch(p.name)]
-    return sorted(found, key=lambda p: lesson_key(lesson_id(p)))
+    return lesson_notebooks(REPO / ed.lessons)
 
 
 def assignments_of(ed: Edition) -> dict[str, Path]:
