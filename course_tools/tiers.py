@@ -102,8 +102,12 @@ def load_lazy_imports() -> None:
     CPU each with torch 2.13; and nbgrader (its package imports jupyter_server's, ~1 s), which the
     grader's fast tests use. The root conftest calls this before the first fast test's CPU is
     measured, so that the budget names tests by their own cost, not by which one came first."""
-    import nbgrader.preprocessors  # noqa: F401 - loaded for its cost, not used here
     import torch
+
+    try:
+        import nbgrader.preprocessors  # noqa: F401 - loaded for its cost, not used here
+    except ImportError:  # the tests that need it say so themselves
+        pass
 
     torch.testing.assert_close(torch.zeros(1), torch.zeros(1))
     weight = torch.zeros(1, requires_grad=True)
