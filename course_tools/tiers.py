@@ -285,9 +285,9 @@ def remove_run_folders() -> None:
         del _run_folders_made[env]
 
 
-#: folders a test keeps for a person to look at (screenshots, logs), with what they hold: the run's
-#: last lines name them (conftest.py), since pytest hides what a passing test prints
-KEPT: list[tuple[str, str]] = []
+#: folders a test keeps for a person to look at (screenshots, logs): what each holds, by path; the
+#: run's last lines name them (conftest.py), since pytest hides what a passing test prints
+KEPT: dict[str, str] = {}
 
 
 def keep_folder(what: str, env: str, prefix: str) -> Path:
@@ -297,14 +297,13 @@ def keep_folder(what: str, env: str, prefix: str) -> Path:
 
     path = Path(os.environ.get(env) or tempfile.mkdtemp(prefix=prefix))
     path.mkdir(parents=True, exist_ok=True)
-    if str(path) not in {p for p, _ in KEPT}:
-        KEPT.append((str(path), what))
+    KEPT.setdefault(str(path), what)
     return path
 
 
 def kept_lines() -> list[str]:
     """The summary's lines for the kept folders (none if no test kept one)."""
-    return [f"kept for you: {what}: {path}" for path, what in KEPT]
+    return [f"kept for you: {what}: {path}" for path, what in KEPT.items()]
 
 
 def host_snapshot() -> dict[str, str]:

@@ -65,8 +65,7 @@ if [ "$(cat "$VENV/.course-deps" 2>/dev/null)" != "$DEPS_STAMP" ]; then
   # Not editable: the class runs a fixed copy of the course, not the instructor's work tree.
   "${PIP[@]}" install "$(build_copy)[hub]"
   "${PIP[@]}" install --no-deps "d2l==1.0.3"
-  # TMPDIR: ipykernel's installer leaves an empty tmpXXXX_kernels folder in the temporary directory
-  TMPDIR=$BUILD "$VENV/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
+  bash scripts/install_kernel.sh "$VENV/bin/python"
   echo "$DEPS_STAMP" > "$VENV/.course-deps"
   echo "$CODE_STAMP" > "$VENV/.course-code"
 elif [ "$(cat "$VENV/.course-code" 2>/dev/null)" != "$CODE_STAMP" ]; then

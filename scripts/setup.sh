@@ -108,13 +108,8 @@ else
   # too (files of packages that are not Python 3 modules).
   "$PY" -m compileall -q -j 0 "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
   unset PIP_COMPILE
-  # A Jupyter kernel for this environment, so notebooks find it. ipykernel's installer stages the
-  # kernel in a tmpXXXX_kernels folder of the temporary directory and leaves that folder behind:
-  # give it a folder of its own, removed here.
-  kernel_tmp=$(mktemp -d)
-  TMPDIR=$kernel_tmp "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null \
-    || { rm -rf "$kernel_tmp"; exit 1; }
-  rm -rf "$kernel_tmp"
+  # A Jupyter kernel for this environment, so notebooks find it.
+  bash scripts/install_kernel.sh "$PY"
   echo "$STAMP" > "$STAMP_FILE"
 fi
 # JupyterLab's terminals get this environment's bin/ first on PATH (course-grade, nbgrader).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -118,8 +119,36 @@ def test_role_configuration() -> None:
         assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, f"{plugin} is not a plugin of nbgrader {nbgrader.__version__}"
 
 
+def test_every_installed_package_is_in_the_image_and_the_build_copy() -> None:
+    """The k8s image and deploy/install.sh build the course from a copy of some of the checkout:
+    the copy holds every package pyproject.toml installs (the image lacked course_tools, which
+    deploy/make_course.py imports) and the scripts the build runs."""
+    import tomllib
+
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = sorted(p.rstrip("*") for p in include)
+    copied = [shlex.split(a)[:-1] for w, a in _dockerfile_instructions(K8S / "Dockerfile") if w == "COPY"]
+    copied_names = {src.rstrip("/") for sources in copied for src in sources}
+    runs = " ".join(a for w, a in _dockerfile_instructions(K8S / "Dockerfile") if w == "RUN")
+    assert set(packages) <= copied_names, f"the image does not copy {sorted(set(packages) - copied_names)}"
+    for script in re.findall(r"bash (scripts/\S+\.sh)", runs):
+        assert script in copied_names, f"the image runs {script} without copying it"
+    build_copy = re.search(r"build_copy\(\) \{\n  cp -r ([^\n]*) \"\$BUILD/\"", (DEPLOY / "install.sh").read_text())
+    assert build_copy is not None, "deploy/install.sh's build_copy changed shape: update this test"
+    assert set(packages) <= set(build_copy[1].split()), f"deploy/install.sh's build copy lacks some of {packages}"
+
+
+def test_one_kernel_installer() -> None:
+    """scripts/setup.sh, deploy/install.sh and the image install the Jupyter kernel with one script
+    (it keeps ipykernel's staging folder out of /tmp), never with their own command line."""
+    for path in (REPO / "scripts" / "setup.sh", DEPLOY / "install.sh", K8S / "Dockerfile"):
+        text = path.read_text()
+        assert "scripts/install_kernel.sh" in text, path
+        assert "ipykernel install" not in text, f"{path}: install the kernel with scripts/install_kernel.sh"
+
+
 def test_shell_scripts_parse() -> None:
-    for script in (DEPLOY / "install.sh", REPO / "scripts" / "setup_system.sh"):
+    for script in (DEPLOY / "install.sh", REPO / "scripts" / "setup_system.sh", REPO / "scripts" / "install_kernel.sh"):
         proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
 

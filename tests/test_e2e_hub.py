@@ -63,7 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _artifacts_folder() -> Path:
     """Screenshots, hub log and timings: COURSE_E2E_ARTIFACTS, or a fresh temporary folder that
-    the test prints and keeps. Made by the hub fixture, when the test runs: never at import (a
+    the test keeps (the run's last lines name it). Made by the hub fixture, when the test runs: never at import (a
     skipped or deselected test leaves nothing behind)."""
     return _tiers.keep_folder("the class hub's screenshots, hub log and timings", "COURSE_E2E_ARTIFACTS",
                               "course-e2e-artifacts-")
@@ -167,16 +167,11 @@ def _remove_users() -> None:
                 _kill_pid(pid, grace=3)
             # what the user's processes left in the shared temporary directory would outlive the
             # account (userdel -r removes the home only), owned by a number nobody has
-            for entry in Path("/tmp").iterdir():
-                try:
-                    if entry.lstat().st_uid == uid:
-                        print(f"removing {entry}, left by {name}")
-                        if entry.is_dir() and not entry.is_symlink():
-                            shutil.rmtree(entry)
-                        else:
-                            entry.unlink()
-                except OSError:
-                    pass
+            for entry in [e for e in Path("/tmp").iterdir() if e.lstat().st_uid == uid]:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
             subprocess.run(["userdel", "-r", "-f", name], capture_output=True)
     for group in (LEARNER_GROUP, INSTRUCTOR_GROUP):
         subprocess.run(["groupdel", group], capture_output=True)
@@ -283,7 +278,6 @@ def hub() -> Iterator[Hub]:
             f"{tool} is missing: run `sudo bash scripts/setup_system.sh` (installs chromium, nodejs, "
             "configurable-http-proxy, ...)")
     artifacts = _artifacts_folder()
-    print(f"\ne2e screenshots, hub log and timings: {artifacts}")
     for old in artifacts.glob("*.png"):
         old.unlink()
     _remove_users()

@@ -425,9 +425,7 @@ _GLYPH_JS = r"""
 
 
 def _shots() -> Path:
-    d = _tiers.keep_folder("the website's screenshots and counts", "COURSE_SITE_SHOTS", "course-site-shots-")
-    print(f"\nsite screenshots and counts: {d}")
-    return d
+    return _tiers.keep_folder("the website's screenshots and counts", "COURSE_SITE_SHOTS", "course-site-shots-")
 
 
 def test_every_page_in_a_browser_with_outside_requests_blocked(site, served):

@@ -188,7 +188,7 @@ def test_the_lazy_imports_are_what_a_first_comparison_and_optimizer_load() -> No
 
 
 def test_a_kept_folder_is_named_in_the_summary(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(_tiers, "KEPT", [])
+    monkeypatch.setattr(_tiers, "KEPT", {})
     given = tmp_path / "shots"
     monkeypatch.setenv("COURSE_TEST_SHOTS", str(given))
     assert _tiers.keep_folder("screenshots", "COURSE_TEST_SHOTS", "shots-") == given and given.is_dir()
